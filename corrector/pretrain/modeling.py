@@ -1,0 +1,124 @@
+"""ELECTRA generator + discriminator pair with shared embeddings.
+
+The discriminator is `ElectraForPreTraining`, the generator `ElectraForMaskedLM`; both are stock
+Hugging Face classes so every checkpoint loads with plain `from_pretrained`. Following the ELECTRA
+paper, the generator is a fraction of the discriminator's width (same depth) and the two share
+their token, position and token-type embeddings (the embedding size is the same for both; the
+generator projects it to its own hidden size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+
+@dataclass
+class ElectraSize:
+    """Discriminator shape; the generator takes `generator_size` of its width and heads."""
+
+    num_layers: int = 12
+    hidden_size: int = 256
+    num_heads: int = 4
+    intermediate_size: int = 1024
+    embedding_size: int = 128
+    max_position_embeddings: int = 512
+    generator_size: float = 0.25
+
+
+PRESETS: dict[str, ElectraSize] = {
+    # For tests: builds and trains in seconds on a CPU.
+    "tiny": ElectraSize(num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128,
+                        embedding_size=32, max_position_embeddings=256, generator_size=0.5),
+    # ELECTRA-small (Clark et al. 2020): 12 x 256, embeddings 128.
+    "small": ElectraSize(),
+    # What two CPU cores can pre-train in about an hour: half the depth of ELECTRA-small.
+    "mini": ElectraSize(num_layers=6, max_position_embeddings=256),
+}
+
+
+def electra_configs(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tuple[ElectraConfig, ElectraConfig]:
+    """(discriminator config, generator config) for a size."""
+    common = dict(
+        vocab_size=vocab_size,
+        embedding_size=size.embedding_size,
+        num_hidden_layers=size.num_layers,
+        max_position_embeddings=size.max_position_embeddings,
+        pad_token_id=pad_token_id,
+    )
+    disc = ElectraConfig(
+        hidden_size=size.hidden_size,
+        num_attention_heads=size.num_heads,
+        intermediate_size=size.intermediate_size,
+        **common,
+    )
+    gen_heads = max(1, round(size.num_heads * size.generator_size))
+    gen_hidden = gen_heads * (size.hidden_size // size.num_heads)
+    gen = ElectraConfig(
+        hidden_size=gen_hidden,
+        num_attention_heads=gen_heads,
+        intermediate_size=max(4, round(size.intermediate_size * gen_hidden / size.hidden_size)),
+        **common,
+    )
+    return disc, gen
+
+
+def tie_embeddings(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM) -> None:
+    """Make the generator use the discriminator's embedding modules (one set of weights)."""
+    generator.electra.embeddings.word_embeddings = discriminator.electra.embeddings.word_embeddings
+    generator.electra.embeddings.position_embeddings = discriminator.electra.embeddings.position_embeddings
+    generator.electra.embeddings.token_type_embeddings = discriminator.electra.embeddings.token_type_embeddings
+    # The generator's output layer is already tied to its (now shared) input embeddings.
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+
+
+def build_pair(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tuple[ElectraForPreTraining, ElectraForMaskedLM]:
+    disc_config, gen_config = electra_configs(size, vocab_size, pad_token_id)
+    discriminator = ElectraForPreTraining(disc_config)
+    generator = ElectraForMaskedLM(gen_config)
+    tie_embeddings(discriminator, generator)
+    return discriminator, generator
+
+
+class ElectraPair(nn.Module):
+    """Both halves under one module so one optimizer / DDP wrapper sees every parameter once."""
+
+    def __init__(self, discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM) -> None:
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = generator
+
+
+def size_from_configs(disc_config: ElectraConfig, gen_config: ElectraConfig) -> dict:
+    return {
+        "discriminator": {k: getattr(disc_config, k) for k in ("num_hidden_layers", "hidden_size", "embedding_size", "vocab_size")},
+        "generator_hidden": gen_config.hidden_size,
+    }
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+def preset_dict(name: str) -> dict:
+    return asdict(PRESETS[name])
+
+
+@torch.no_grad()
+def save_pair(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM, output_dir: str, tokenizer_dir: str | None = None) -> None:
+    """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`."""
+    import shutil
+    from pathlib import Path
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    discriminator.save_pretrained(out / "discriminator", safe_serialization=True)
+    generator.save_pretrained(out / "generator", safe_serialization=True)
+    if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != out.resolve():
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            src = Path(tokenizer_dir) / name
+            if src.exists():
+                shutil.copy2(src, out / name)

@@ -1,0 +1,97 @@
+"""Character-level tokenization with exact alignment to the original string.
+
+Spelling correction edits single characters, so every non-space character of the input is one
+model position and `offsets[i]` is the index of position i in the original text. We never run a
+WordPiece tokenizer over raw text: sub-word merges of ASCII words and digits are what shift
+alignment in other correctors (pycorrector issue #457). Whitespace gets no position at all and is
+therefore kept byte-for-byte; so is everything else, because corrections are only ever applied to
+CJK positions by offset.
+
+The same mapping is used for pre-training, fine-tuning and inference, so a model never sees a
+different segmentation from the one it was trained on. It works with any BERT-style vocabulary
+(our own `vocab.txt` or hub checkpoints such as hfl/chinese-electra-180g-*).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def is_cjk(char: str) -> bool:
+    """True for a CJK ideograph: the only characters the corrector may change."""
+    if len(char) != 1:
+        return False
+    cp = ord(char)
+    return (
+        0x4E00 <= cp <= 0x9FFF  # CJK Unified Ideographs
+        or 0x3400 <= cp <= 0x4DBF  # Extension A
+        or 0x20000 <= cp <= 0x2A6DF  # Extension B
+        or 0x2A700 <= cp <= 0x2EBEF  # Extensions C-F
+        or 0xF900 <= cp <= 0xFAFF  # Compatibility Ideographs
+        or 0x2F800 <= cp <= 0x2FA1F  # Compatibility Supplement
+    )
+
+
+def normalize_char(char: str) -> str:
+    """The lookup form of a character: full-width ASCII folded to half-width (NFKC)."""
+    if is_cjk(char):
+        return char
+    folded = unicodedata.normalize("NFKC", char)
+    return folded if len(folded) == 1 else char
+
+
+@dataclass(frozen=True)
+class CharEncoding:
+    """Model input ids for one text and where each position came from."""
+
+    ids: list[int]
+    offsets: list[int]  # offsets[i]: index in the original text of model position i
+
+
+class CharTokenizer:
+    """One id per non-space character, over the vocabulary of a Hugging Face tokenizer."""
+
+    def __init__(self, hf_tokenizer) -> None:
+        self.hf_tokenizer = hf_tokenizer
+        self.vocab: dict[str, int] = dict(hf_tokenizer.get_vocab())
+        self.id_to_token: dict[int, str] = {i: t for t, i in self.vocab.items()}
+        self.pad_token_id = hf_tokenizer.pad_token_id
+        self.unk_token_id = hf_tokenizer.unk_token_id
+        self.cls_token_id = hf_tokenizer.cls_token_id
+        self.sep_token_id = hf_tokenizer.sep_token_id
+        self.mask_token_id = hf_tokenizer.mask_token_id
+        self.vocab_size = len(hf_tokenizer)
+        self._cache: dict[str, int] = {}
+        # Ids that stand for exactly one CJK character: the only legal correction targets.
+        self.cjk_ids = sorted(i for t, i in self.vocab.items() if is_cjk(t))
+
+    def char_id(self, char: str) -> int:
+        cached = self._cache.get(char)
+        if cached is not None:
+            return cached
+        token = normalize_char(char)
+        token_id = self.vocab.get(token)
+        if token_id is None:
+            token_id = self.vocab.get(token.lower(), self.unk_token_id)
+        self._cache[char] = token_id
+        return token_id
+
+    def token(self, token_id: int) -> str:
+        return self.id_to_token.get(token_id, "")
+
+    def encode(self, text: str) -> CharEncoding:
+        """Ids and offsets for every non-space character (no [CLS]/[SEP])."""
+        ids: list[int] = []
+        offsets: list[int] = []
+        for index, char in enumerate(text):
+            if char.isspace():
+                continue
+            ids.append(self.char_id(char))
+            offsets.append(index)
+        return CharEncoding(ids=ids, offsets=offsets)
+
+    def with_special_tokens(self, ids: list[int]) -> list[int]:
+        return [self.cls_token_id, *ids, self.sep_token_id]
