@@ -1,0 +1,62 @@
+"""`python -m service [--host H] [--port P] [--model DIR] [--workers N] ...`
+
+Flags override `CSC_SERVICE_*` environment variables. They are written back into the
+environment before uvicorn starts, because with `--workers N` every worker process builds its
+own app from the environment (`service.app:app`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .settings import ENV_PREFIX, Settings
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m service", description="Chinese spelling correction REST service")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000; 0 = any free port)")
+    p.add_argument("--model", help="model directory or hub id (default $CORRECTOR_MODEL or data/model)")
+    p.add_argument("--device", help="torch device (default cpu)")
+    p.add_argument("--workers", type=int, help="worker processes, each with its own model (default 1)")
+    p.add_argument("--threads", type=int, help="torch threads per worker (default: torch's choice)")
+    p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
+                   help="micro-batch concurrent requests (default on)")
+    p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")
+    p.add_argument("--max-wait-ms", type=float, help="longest wait for a batch to fill (default 3)")
+    p.add_argument("--max-text-chars", type=int, help="longest accepted text (default 10000)")
+    p.add_argument("--max-texts", type=int, help="most texts per request (default 64)")
+    p.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 4 MiB)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None,
+                   help="skip the warm-up correction at start-up")
+    p.add_argument("--log-level", help="uvicorn log level (default info)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = Settings(**overrides)  # validates flags and env together, before any model load
+    except ValueError as exc:
+        sys.exit(f"invalid settings: {exc}")
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            os.environ[ENV_PREFIX + name.upper()] = str(value)
+
+    import uvicorn
+
+    # An import string (not an app object) so that --workers N can re-create the app in each child.
+    uvicorn.run(
+        "service.app:app",
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Micro-batching: concurrent requests share forward passes, off the event loop.
+
+One worker task pulls submissions from a queue. It takes the oldest one, then keeps collecting
+until `max_batch_size` texts are gathered or `max_wait_ms` has passed *since the oldest
+submission arrived*. Submissions that queued up while the previous batch was running are
+therefore already past their deadline and go straight into the next batch: the wait only costs
+latency when the service is nearly idle, and under load batches fill themselves.
+
+The collected submissions are grouped by threshold (a corrector call has one threshold) and each
+group is one `correct_batch` call on a single inference thread, so torch gets the cores and the
+event loop stays free to accept and parse the next requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from corrector.result import Result
+
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class SupportsCorrectBatch(Protocol):
+    """What the service needs from a corrector (`corrector.Corrector` fits)."""
+
+    def correct_batch(self, texts: list[str], threshold: float | None = None) -> list[Result]: ...
+
+
+class QueueFullError(RuntimeError):
+    """The service is saturated; the client should retry later (HTTP 503)."""
+
+
+class ShuttingDownError(RuntimeError):
+    """The service stopped before this submission was corrected (HTTP 503)."""
+
+
+@dataclass(eq=False)
+class _Submission:
+    texts: list[str]
+    threshold: float | None
+    future: asyncio.Future[list[Result]]
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    """Runs corrections for the routes, micro-batched or one request at a time."""
+
+    def __init__(
+        self,
+        corrector: SupportsCorrectBatch,
+        *,
+        enabled: bool = True,
+        max_batch_size: int = 32,
+        max_wait_ms: float = 3.0,
+        max_queue_texts: int = 2048,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.corrector = corrector
+        self.enabled = enabled
+        self.max_batch_size = max_batch_size
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_queue_texts = max_queue_texts
+        self.metrics = metrics or Metrics()
+        # One thread: torch already uses every core inside a forward pass, and two concurrent
+        # passes on 2 cores only fight for them.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csc-inference")
+        self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
+        self._queued_texts = 0
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        if self.enabled and self._worker is None:
+            self._worker = asyncio.create_task(self._run_forever(), name="csc-batcher")
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+        while not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if not pending.future.done():
+                pending.future.set_exception(ShuttingDownError("the service is shutting down"))
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    async def correct(self, texts: Sequence[str], threshold: float | None = None) -> list[Result]:
+        """Results for `texts`, in order."""
+        texts = list(texts)
+        if not texts:
+            return []
+        if self._closed:
+            raise ShuttingDownError("the service is shutting down")
+        if self._queued_texts + len(texts) > self.max_queue_texts and self._queued_texts > 0:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise QueueFullError(f"{self._queued_texts} texts are already waiting; try again shortly")
+        if not self.enabled:
+            # Unbatched: every request is its own corrector call, serialized on the one thread.
+            self._queued_texts += len(texts)
+            self.metrics.queue_depth.set(self._queued_texts)
+            try:
+                return await self._call(texts, threshold, n_requests=1, enqueued=time.perf_counter())
+            finally:
+                self._queued_texts -= len(texts)
+                self.metrics.queue_depth.set(self._queued_texts)
+        submission = _Submission(texts, threshold, asyncio.get_running_loop().create_future())
+        self._queued_texts += len(texts)
+        self.metrics.queue_depth.set(self._queued_texts)
+        await self._queue.put(submission)
+        return await submission.future
+
+    async def _call(
+        self, texts: list[str], threshold: float | None, *, n_requests: int, enqueued: float
+    ) -> list[Result]:
+        # Timed inside the thread so that waiting for the executor (the unbatched queue) counts
+        # as queue wait, not inference.
+        def run() -> tuple[list[Result], float, float]:
+            start = time.perf_counter()
+            out = self.corrector.correct_batch(texts, threshold=threshold)
+            return out, start, time.perf_counter()
+
+        results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        self.metrics.queue_wait.observe(start - enqueued)
+        self.metrics.observe_batch(len(texts), n_requests, end - start)
+        if len(results) != len(texts):
+            raise RuntimeError(f"corrector returned {len(results)} results for {len(texts)} texts")
+        return list(results)
+
+    async def _collect(self) -> list[_Submission]:
+        """The next batch: the oldest submission plus whatever joins before its deadline."""
+        first = await self._queue.get()
+        batch, n_texts = [first], len(first.texts)
+        deadline = first.enqueued + self.max_wait
+        while n_texts < self.max_batch_size:
+            remaining = deadline - time.perf_counter()
+            try:
+                if remaining > 0:
+                    item = await asyncio.wait_for(self._queue.get(), remaining)
+                else:
+                    item = self._queue.get_nowait()  # already late: take only what is waiting
+            except (TimeoutError, asyncio.QueueEmpty):
+                break
+            batch.append(item)
+            n_texts += len(item.texts)
+        return batch
+
+    async def _run_forever(self) -> None:
+        while True:
+            batch = await self._collect()
+            n_texts = sum(len(s.texts) for s in batch)
+            self._queued_texts -= n_texts
+            self.metrics.queue_depth.set(self._queued_texts)
+            # A client that went away (cancelled future) costs no model time.
+            live = [s for s in batch if not s.future.done()]
+            groups: dict[float | None, list[_Submission]] = {}
+            for submission in live:
+                groups.setdefault(submission.threshold, []).append(submission)
+            for threshold, group in groups.items():
+                await self._run_group(threshold, group)
+
+    async def _run_group(self, threshold: float | None, group: list[_Submission]) -> None:
+        texts = [text for s in group for text in s.texts]
+        enqueued = min(s.enqueued for s in group)
+        try:
+            results = await self._call(texts, threshold, n_requests=len(group), enqueued=enqueued)
+        except asyncio.CancelledError:
+            for s in group:
+                if not s.future.done():
+                    s.future.set_exception(ShuttingDownError("the service is shutting down"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - isolate the failure, see below
+            if len(group) == 1:
+                if not group[0].future.done():
+                    group[0].future.set_exception(exc)
+                return
+            # One text that breaks the corrector must not take the other requests of the same
+            # micro-batch down with it: retry each submission on its own.
+            log.warning("batch of %d requests failed (%s); retrying one by one", len(group), exc)
+            for s in group:
+                await self._run_group(threshold, [s])
+            return
+        offset = 0
+        for s in group:
+            part = results[offset : offset + len(s.texts)]
+            offset += len(s.texts)
+            if not s.future.done():
+                s.future.set_result(part)

@@ -1,0 +1,93 @@
+"""HTTP routes. Thin: validation lives in `schemas`, batching in `batching`, correction in `corrector`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import FileResponse, JSONResponse
+
+from corrector import __version__ as VERSION
+
+from .batching import Batcher, ShuttingDownError
+from .schemas import (
+    CorrectRequest,
+    CorrectResponse,
+    ErrorItem,
+    ErrorResponse,
+    HealthResponse,
+    find_text_problems,
+)
+
+INDEX_HTML = Path(__file__).resolve().parent / "static" / "index.html"
+
+router = APIRouter()
+
+_ERRORS = {
+    400: {"model": ErrorResponse, "description": "Body is not valid JSON (or not UTF-8)."},
+    413: {"model": ErrorResponse, "description": "Body larger than max_body_bytes."},
+    415: {"model": ErrorResponse, "description": "Body is not application/json."},
+    422: {"model": ErrorResponse, "description": "Every problem of the request, with its index."},
+    503: {"model": ErrorResponse, "description": "Queue full or shutting down; retry."},
+}
+
+
+class InputError(Exception):
+    """Content problems of a well-formed request, answered as one 422 listing all of them."""
+
+    def __init__(self, errors: list[ErrorItem]) -> None:
+        super().__init__(f"{len(errors)} input problem(s)")
+        self.errors = errors
+
+
+def _batcher(request: Request) -> Batcher:
+    batcher = request.app.state.batcher
+    if batcher is None:  # only between shutdown start and process exit
+        raise ShuttingDownError("the model is not loaded")
+    return batcher
+
+
+@router.post(
+    "/correct",
+    response_model=CorrectResponse | list[CorrectResponse],
+    responses=_ERRORS,
+    summary="Correct one text (`text`) or several (`texts`, answered as a list in the same order)",
+)
+async def correct(body: CorrectRequest, request: Request) -> dict | list[dict]:
+    start = time.perf_counter()
+    settings = request.app.state.settings
+    problems = find_text_problems(body, settings.max_texts, settings.max_text_chars)
+    if problems:
+        raise InputError(problems)
+    results = await _batcher(request).correct(body.all_texts(), body.threshold)
+    elapsed_ms = round((time.perf_counter() - start) * 1000, 3)
+    items = [{**result.to_dict(), "elapsed_ms": elapsed_ms} for result in results]
+    return items if body.is_batch else items[0]
+
+
+@router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+async def health(request: Request) -> JSONResponse:
+    settings = request.app.state.settings
+    ready = request.app.state.batcher is not None
+    body = HealthResponse(
+        status="ok" if ready else "unavailable",
+        ready=ready,
+        model=request.app.state.model_name,
+        version=VERSION,
+        batching=settings.batching,
+        max_batch_size=settings.max_batch_size,
+        max_wait_ms=settings.max_wait_ms,
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+@router.get("/metrics", include_in_schema=True, summary="Prometheus metrics (text exposition format)")
+async def metrics(request: Request) -> Response:
+    payload, content_type = request.app.state.metrics.render()
+    return Response(payload, media_type=content_type)
+
+
+@router.get("/", include_in_schema=False)
+async def index() -> FileResponse:
+    return FileResponse(INDEX_HTML, media_type="text/html; charset=utf-8")

@@ -1,0 +1,168 @@
+"""Request/response schemas and the content checks that need the configured limits.
+
+Structure (types, unknown fields, exactly one of `text`/`texts`, threshold range) is checked by
+pydantic. Content (length, count, control characters, lone surrogates) is checked by
+`find_text_problems`, because its limits come from `Settings` at run time and because a batch
+must report *every* bad index at once, not just the first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+
+# C0/C1 control characters other than tab, newline and carriage return. Those three are normal
+# in pasted multi-line text and are kept byte-for-byte by the tokenizer; the rest are almost
+# always binary garbage or encoding accidents, and some (NUL) break downstream tools.
+_ALLOWED_CONTROLS = {"\t", "\n", "\r"}
+
+
+def _is_bad_control(char: str) -> bool:
+    cp = ord(char)
+    return (cp < 0x20 or 0x7F <= cp <= 0x9F) and char not in _ALLOWED_CONTROLS
+
+
+def _is_surrogate(char: str) -> bool:
+    # JSON "\ud800" decodes to a lone surrogate in Python; it cannot be encoded as UTF-8, so it
+    # would fail only when the response is written (a 500) unless rejected here.
+    return 0xD800 <= ord(char) <= 0xDFFF
+
+
+class CorrectRequest(BaseModel):
+    """Either one text or a list of texts, plus an optional detection threshold."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "少先队员因该为老人让坐。"},
+                {"texts": ["少先队员因该为老人让坐。", "今天天气很好。"], "threshold": 0.5},
+            ]
+        },
+    )
+
+    text: StrictStr | None = Field(None, description="One text to correct.")
+    texts: list[StrictStr] | None = Field(None, description="Several texts; results come back in order.")
+    threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Detection threshold in [0, 1] for this request; omitted = the model's default.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_input(self) -> CorrectRequest:
+        if (self.text is None) == (self.texts is None):
+            raise ValueError("give exactly one of 'text' (a string) or 'texts' (a list of strings)")
+        return self
+
+    @property
+    def is_batch(self) -> bool:
+        return self.texts is not None
+
+    def all_texts(self) -> list[str]:
+        return list(self.texts) if self.texts is not None else [self.text or ""]
+
+
+class EditOut(BaseModel):
+    position: int = Field(description="0-based character (code point) offset in `source`.")
+    source: str = Field(description="The character found at `position`.")
+    target: str = Field(description="The character it was replaced with.")
+    confidence: float = Field(description="Scorer confidence in [0, 1].")
+    kind: str = Field(description="Confusion relation: pinyin, shape or other.")
+
+
+class CorrectResponse(BaseModel):
+    source: str
+    target: str
+    edits: list[EditOut]
+    elapsed_ms: float = Field(description="Server time for the whole request, queueing included.")
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int] = Field(description='Where the problem is, e.g. ["body", "texts", 3].')
+    type: str = Field(description="Machine-readable problem code, e.g. text_too_long.")
+    msg: str
+
+
+class ErrorResponse(BaseModel):
+    detail: str = Field(description="One human-readable sentence naming every problem.")
+    errors: list[ErrorItem] = Field(default_factory=list)
+
+
+class HealthResponse(BaseModel):
+    status: str
+    ready: bool
+    model: str | None
+    version: str
+    batching: bool
+    max_batch_size: int
+    max_wait_ms: float
+
+
+def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: int) -> list[ErrorItem]:
+    """Every content problem of a structurally valid request; empty when it can be corrected.
+
+    Empty strings, whitespace and emoji-only texts are legitimate: they come back unchanged.
+    """
+    problems: list[ErrorItem] = []
+    if request.texts is not None and len(request.texts) > max_texts:
+        problems.append(
+            ErrorItem(
+                loc=["body", "texts"],
+                type="too_many_texts",
+                msg=f"{len(request.texts)} texts given; at most {max_texts} per request",
+            )
+        )
+    for index, text in enumerate(request.all_texts()):
+        loc: list[str | int] = ["body", "texts", index] if request.is_batch else ["body", "text"]
+        if len(text) > max_text_chars:
+            problems.append(
+                ErrorItem(
+                    loc=loc,
+                    type="text_too_long",
+                    msg=f"text has {len(text)} characters; the limit is {max_text_chars}",
+                )
+            )
+        controls = [i for i, ch in enumerate(text) if _is_bad_control(ch)]
+        if controls:
+            problems.append(
+                ErrorItem(
+                    loc=loc,
+                    type="control_character",
+                    msg=f"control character(s) at position(s) {_positions(controls)}; only tab, "
+                    "newline and carriage return are allowed",
+                )
+            )
+        surrogates = [i for i, ch in enumerate(text) if _is_surrogate(ch)]
+        if surrogates:
+            problems.append(
+                ErrorItem(
+                    loc=loc,
+                    type="lone_surrogate",
+                    msg=f"unpaired UTF-16 surrogate(s) at position(s) {_positions(surrogates)}; "
+                    "text must be valid Unicode",
+                )
+            )
+    return problems
+
+
+def _positions(indexes: list[int], shown: int = 5) -> str:
+    text = ", ".join(str(i) for i in indexes[:shown])
+    return text + (f" and {len(indexes) - shown} more" if len(indexes) > shown else "")
+
+
+def summarize(errors: list[ErrorItem], limit: int = 5) -> str:
+    """'body.texts.2: msg; body.texts.5: msg' for the `detail` sentence."""
+    parts = [".".join(str(p) for p in e.loc) + ": " + e.msg for e in errors[:limit]]
+    more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
+
+
+def sanitize(value: Any) -> Any:
+    """Make user-controlled strings (e.g. an unknown field name) safe to encode as UTF-8."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value

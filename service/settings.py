@@ -1,0 +1,44 @@
+"""Service settings: command-line flags override `CSC_SERVICE_*` environment variables.
+
+Environment variables are the only channel that reaches every uvicorn worker process
+(`--workers N` re-imports `service.app` in each child), so `python -m service` turns its flags
+into these variables before starting uvicorn; `uvicorn service.app:app` reads them directly.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CSC_SERVICE_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1, description="uvicorn worker processes; each loads its own model")
+    log_level: str = "info"
+
+    # None defers to the library default ($CORRECTOR_MODEL, else data/model).
+    model: str | None = None
+    device: str = "cpu"
+    # torch intra-op threads per worker; None keeps torch's default (all cores).
+    threads: int | None = Field(None, ge=1)
+    # One tiny correction at start-up so the first real request does not pay for lazy init.
+    warmup: bool = True
+
+    # Micro-batching: single-text requests that arrive within max_wait_ms of the oldest waiting
+    # one share a forward pass, up to max_batch_size texts.
+    batching: bool = True
+    max_batch_size: int = Field(32, ge=1, le=1024)
+    max_wait_ms: float = Field(3.0, ge=0, le=1000)
+    # Texts waiting for the model beyond this are refused with 503 instead of queueing forever.
+    max_queue_texts: int = Field(2048, ge=1)
+
+    # Input limits (see docs/service.md, "Bad input").
+    max_text_chars: int = Field(10_000, ge=1)
+    max_texts: int = Field(64, ge=1)
+    # Must fit max_texts * max_text_chars of CJK text (3 UTF-8 bytes a character) plus JSON.
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
