@@ -35,7 +35,11 @@ def test_tsv_with_and_without_labels():
     assert ds.format == "tsv" and ds.name == "pairs"
     assert [e.line for e in ds.examples] == [1, 2, 3, 7, 8, 9]
     first = ds.examples[0]
-    assert (first.source, first.target, first.label) == ("少先队员因该为老人让坐。", "少先队员应该为老人让座。", 1)
+    assert (first.source, first.target, first.label) == (
+        "少先队员因该为老人让坐。",
+        "少先队员应该为老人让座。",
+        1,
+    )
     assert first.error_positions() == [4, 10]
     assert ds.examples[-1].label is None  # the 2-column line
     # malformed: no tab (4), non-integer label (6), four columns (10); the blank line 5 is skipped.
@@ -126,7 +130,9 @@ def test_sighan_truth_round_trip(tmp_path):
     write_sighan_input(tmp_path / "Copy_TestInput.txt", [(e.id, e.source) for e in ds.examples])
     write_sighan_truth(tmp_path / "Copy_TestTruth.txt", [(e.id, e.source, e.target) for e in ds.examples])
     again = read_dataset(tmp_path / "Copy_TestInput.txt")
-    assert [(e.id, e.source, e.target) for e in again.examples] == [(e.id, e.source, e.target) for e in ds.examples]
+    assert [(e.id, e.source, e.target) for e in again.examples] == [
+        (e.id, e.source, e.target) for e in ds.examples
+    ]
 
 
 def test_format_truth_line():

@@ -215,7 +215,9 @@ def test_sweep_and_best_threshold():
 
 def test_calibration_file_round_trip(tmp_path):
     examples, results = sweep_fixture()
-    result = sweep_datasets({"fixture": (examples, results)}, system="fake", thresholds=default_thresholds(11))
+    result = sweep_datasets(
+        {"fixture": (examples, results)}, system="fake", thresholds=default_thresholds(11)
+    )
     assert set(result.curves) == {"fixture", "all"}
     path = write_calibration(tmp_path / "calibration.json", result)
     assert read_calibration(path) == pytest.approx(0.1)

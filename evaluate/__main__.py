@@ -1,0 +1,286 @@
+"""python -m evaluate DATASET [DATASET…] — score spelling correctors on CSC data sets.
+
+Examples:
+  python -m evaluate csc/sighan/test2015.tsv --system identity,corrector --json out.json
+  python -m evaluate csc/sighan/original/SIGHAN15_CSC_TestInput.txt --sighan-predictions pred.txt
+  python -m evaluate csc/sighan/test2015.tsv --sweep --sweep-plot pr.png --sweep-json calibration.json
+
+Relative data set paths that do not exist here are looked up under $CSC_SHARED_DATA (default
+../shared/data). Metric definitions: docs/evaluate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
+
+from .report import format_dataset_table, format_summary, markdown_report, prediction_row
+from .runner import DatasetRun, evaluate_dataset
+from .sweep import DEFAULT_METRIC, calibrate, default_thresholds, plot_sweep, write_calibration
+from .systems import DEFAULT_SYSTEM, NamedSystem, build_systems, parse_system_names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "datasets",
+        nargs="+",
+        metavar="DATASET",
+        help="data set file (TSV, JSON/JSONL, SIGHAN input) or INPUT:TRUTH for a SIGHAN pair",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, help="force the format of every data set (default: detect)"
+    )
+    parser.add_argument(
+        "--system",
+        default=DEFAULT_SYSTEM,
+        help="system(s) to run, comma-separated: identity, classic, corrector (default: corrector)",
+    )
+    parser.add_argument("--model", help="model directory or hub id (default: $CORRECTOR_MODEL or data/model)")
+    parser.add_argument(
+        "--device", default="cpu", help="torch device for model-backed systems (default: cpu)"
+    )
+    parser.add_argument(
+        "--threshold", type=float, help="minimum edit confidence, passed to the system (default: its own)"
+    )
+    parser.add_argument(
+        "--ignore-de", action="store_true", help="drop predicted 的/地/得 edits before scoring"
+    )
+    parser.add_argument("--limit", type=int, help="evaluate only the first N pairs of each data set")
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="sentences per correct_batch call (default: 32)"
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT.json", help="write every number as JSON")
+    parser.add_argument("--report", type=Path, metavar="OUT.md", help="write a markdown report")
+    parser.add_argument(
+        "--predictions", type=Path, metavar="OUT.jsonl", help="write one JSON line per sentence"
+    )
+    parser.add_argument(
+        "--sighan-predictions",
+        type=Path,
+        metavar="OUT.txt",
+        help="write predictions in the SIGHAN truth format ('ID, pos, char, …' / 'ID, 0') for the official tool",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also run each system once at threshold 0 and sweep the threshold over its edit confidences",
+    )
+    parser.add_argument(
+        "--sweep-plot",
+        type=Path,
+        default=Path("sweep.png"),
+        metavar="OUT.png",
+        help="precision-recall curve of the sweep (default: sweep.png)",
+    )
+    parser.add_argument(
+        "--sweep-json",
+        type=Path,
+        metavar="OUT.json",
+        help="write the sweep's best threshold as a calibration file the corrector can load",
+    )
+    parser.add_argument(
+        "--sweep-steps", type=int, default=101, help="thresholds 0..1 in the sweep (default: 101)"
+    )
+    parser.add_argument(
+        "--sweep-metric", default=DEFAULT_METRIC, help=f"what the sweep maximises (default: {DEFAULT_METRIC})"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def per_item_path(path: Path, tag: str, several: bool) -> Path:
+    """`path` itself for a single output, else `stem-TAG.suffix` beside it."""
+    return path.with_name(f"{path.stem}-{tag}{path.suffix}") if several else path
+
+
+def unique_names(datasets: list[Dataset]) -> None:
+    """Give data sets with the same file stem distinct names ('fixed/test2015' next to 'test2015')."""
+    seen: set[str] = set()
+    for dataset in datasets:
+        if dataset.name in seen:
+            parent = Path(dataset.path.split(":")[0]).parent.name
+            candidate = f"{parent}/{dataset.name}" if parent else dataset.name
+            number = 2
+            while candidate in seen:
+                candidate, number = f"{dataset.name}#{number}", number + 1
+            dataset.name = candidate
+        seen.add(dataset.name)
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def read_all(specs: list[str], format: str | None, limit: int | None, errors: list[str]) -> list[Dataset]:
+    datasets = []
+    for spec in specs:
+        try:
+            dataset = read_dataset(spec, format=format, limit=limit)
+        except DatasetError as err:
+            errors.append(f"data set {err}")
+            say(f"error: cannot read data set {err}")
+            continue
+        for line in dataset.describe_problems():
+            say(f"warning: {dataset.name}: {line}")
+        if not dataset.examples:
+            errors.append(f"data set {spec}: no usable pairs")
+            say(f"error: data set {spec} has no usable pairs")
+            continue
+        datasets.append(dataset)
+    unique_names(datasets)
+    return datasets
+
+
+def system_output(system: NamedSystem, runs: dict[str, DatasetRun]) -> dict:
+    return {
+        "system": system.name,
+        "model": system.describe_model(),
+        "datasets": {name: run.metrics() for name, run in runs.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        names = parse_system_names(args.system)
+    except ValueError as err:
+        build_parser().error(str(err))
+    if args.batch_size < 1 or (args.limit is not None and args.limit < 0):
+        build_parser().error("--batch-size must be >= 1 and --limit >= 0")
+    progress = not args.no_progress
+    errors: list[str] = []
+
+    datasets = read_all(args.datasets, args.format, args.limit, errors)
+    systems, system_errors = build_systems(names, model=args.model, device=args.device)
+    for name, message in system_errors.items():
+        errors.append(f"system {name}: {message}")
+        say(f"error: cannot build system {name}: {message}")
+
+    # runs[system][dataset]
+    runs: dict[str, dict[str, DatasetRun]] = {s.name: {} for s in systems}
+    for system in systems:
+        for dataset in datasets:
+            try:
+                runs[system.name][dataset.name] = evaluate_dataset(
+                    system.system,
+                    dataset,
+                    system_name=system.name,
+                    batch_size=args.batch_size,
+                    threshold=args.threshold,
+                    ignore_de=args.ignore_de,
+                    progress=progress,
+                )
+            except Exception as err:  # noqa: BLE001 - report it, keep evaluating the rest
+                errors.append(f"system {system.name} on {dataset.name}: {type(err).__name__}: {err}")
+                say(f"error: {system.name} failed on {dataset.name}: {type(err).__name__}: {err}")
+
+    sweeps: dict[str, dict] = {}
+    if args.sweep:
+        thresholds = default_thresholds(args.sweep_steps)
+        several = len(systems) > 1
+        for system in systems:
+            try:
+                result = calibrate(
+                    system.system,
+                    {d.name: d.examples for d in datasets},
+                    system_name=system.name,
+                    batch_size=args.batch_size,
+                    thresholds=thresholds,
+                    metric=args.sweep_metric,
+                    ignore_de=args.ignore_de,
+                    model=system.model_path,
+                    progress=progress,
+                )
+                summary = result.to_dict()
+                plot = plot_sweep(result, per_item_path(args.sweep_plot, system.name, several))
+                summary["plot"] = str(plot.resolve())
+                if args.sweep_json:
+                    write_calibration(per_item_path(args.sweep_json, system.name, several), result)
+                sweeps[system.name] = summary
+            except Exception as err:  # noqa: BLE001
+                errors.append(f"sweep of {system.name}: {type(err).__name__}: {err}")
+                say(f"error: sweep of {system.name} failed: {type(err).__name__}: {err}")
+
+    # Tables: one per data set with the systems side by side, then the summary.
+    by_dataset: dict[str, list[DatasetRun]] = {}
+    for dataset in datasets:
+        dataset_runs = [runs[s.name][dataset.name] for s in systems if dataset.name in runs[s.name]]
+        if dataset_runs:
+            by_dataset[dataset.name] = dataset_runs
+            print(format_dataset_table(dataset_runs), end="\n\n")
+    if by_dataset:
+        print(format_summary(by_dataset))
+    for name, sweep in sweeps.items():
+        print(
+            f"\nsweep {name}: best {sweep['metric']} = {100 * sweep['value']:.1f}% at threshold "
+            f"{sweep['threshold']:.2f} (curve: {sweep['plot']})"
+        )
+
+    settings = {
+        "systems": ",".join(names),
+        "threshold": args.threshold,
+        "ignore_de": args.ignore_de,
+        "limit": args.limit,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "format": args.format,
+    }
+    if args.json:
+        outputs = {s.name: system_output(s, runs[s.name]) for s in systems}
+        first = next(iter(outputs.values()), {"system": names[0], "model": None, "datasets": {}})
+        document = {**first, "systems": outputs, "settings": settings, "errors": errors}
+        if sweeps:
+            document["sweeps"] = sweeps
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    if args.report:
+        models = {s.name: s.describe_model() for s in systems}
+        # Link the curve images relative to the report, so the report folder can be moved.
+        linked = [
+            {**sweep, "plot": os.path.relpath(sweep["plot"], args.report.parent.resolve())}
+            for sweep in sweeps.values()
+        ]
+        text = markdown_report(by_dataset, settings, errors, models, linked)
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(text + "\n", encoding="utf-8")
+    if args.predictions:
+        args.predictions.parent.mkdir(parents=True, exist_ok=True)
+        with args.predictions.open("w", encoding="utf-8") as handle:
+            for system in systems:
+                for name, run in runs[system.name].items():
+                    for outcome in run.outcomes:
+                        row = prediction_row(outcome, name, system.name)
+                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if args.sighan_predictions:
+        pairs = [(s.name, name, run) for s in systems for name, run in runs[s.name].items()]
+        for system_name, name, run in pairs:
+            path = per_item_path(
+                args.sighan_predictions, f"{name.replace('/', '_')}-{system_name}", len(pairs) > 1
+            )
+            path.parent.mkdir(parents=True, exist_ok=True)
+            rows = [
+                (o.example.id, o.example.source, o.prediction)
+                for o in run.outcomes
+                if len(o.prediction) == len(o.example.source)
+            ]
+            write_sighan_truth(path, rows)
+            say(f"wrote {len(rows)} SIGHAN-format predictions to {path}")
+
+    if errors:
+        say(f"{len(errors)} error(s):\n  " + "\n  ".join(errors))
+        return 1
+    if not by_dataset:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
