@@ -21,7 +21,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", help="model directory or hub id (default $CORRECTOR_MODEL or data/model)")
     p.add_argument("--device", help="torch device (default cpu)")
     p.add_argument("--workers", type=int, help="worker processes, each with its own model (default 1)")
-    p.add_argument("--threads", type=int, help="torch threads per worker (default: torch's choice)")
+    p.add_argument("--threads", type=int, help="torch threads per worker (default 1; 0 = one per core)")
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")
     p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")

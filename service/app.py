@@ -36,9 +36,10 @@ WARMUP_TEXT = "少先队员因该为老人让坐。"
 def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     """The real corrector for `settings.model` (None: the library's default model)."""
     import torch
+
     from corrector.pipeline import Corrector  # imported here: tests with a fake never pay for it
 
-    if settings.threads:
+    if settings.threads > 0:
         torch.set_num_threads(settings.threads)
     return Corrector(settings.model, device=settings.device)
 

@@ -8,9 +8,9 @@ must report *every* bad index at once, not just the first.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 # C0/C1 control characters other than tab, newline and carriage return. Those three are normal
 # in pasted multi-line text and are kept byte-for-byte by the tokenizer; the rest are almost
@@ -42,8 +42,13 @@ class CorrectRequest(BaseModel):
         },
     )
 
-    text: StrictStr | None = Field(None, description="One text to correct.")
-    texts: list[StrictStr] | None = Field(None, description="Several texts; results come back in order.")
+    # Items are typed Any on purpose: a wrong type is then reported by `find_text_problems`
+    # together with every other per-text problem, so one 422 lists *every* bad index instead of
+    # stopping at the type errors. The OpenAPI schema still says "string".
+    text: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(None, description="One text to correct.")
+    texts: Annotated[list[Any], WithJsonSchema({"type": "array", "items": {"type": "string"}})] | None = Field(
+        None, description="Several texts; results come back as a list in the same order."
+    )
     threshold: float | None = Field(
         None,
         ge=0.0,
@@ -62,8 +67,9 @@ class CorrectRequest(BaseModel):
     def is_batch(self) -> bool:
         return self.texts is not None
 
-    def all_texts(self) -> list[str]:
-        return list(self.texts) if self.texts is not None else [self.text or ""]
+    def all_texts(self) -> list[Any]:
+        """The texts as given; all strings once `find_text_problems` found nothing."""
+        return list(self.texts) if self.texts is not None else [self.text]
 
 
 class EditOut(BaseModel):
@@ -118,6 +124,11 @@ def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: 
         )
     for index, text in enumerate(request.all_texts()):
         loc: list[str | int] = ["body", "texts", index] if request.is_batch else ["body", "text"]
+        if not isinstance(text, str):
+            problems.append(
+                ErrorItem(loc=loc, type="string_type", msg=f"expected a string, got {_json_type(text)}")
+            )
+            continue
         if len(text) > max_text_chars:
             problems.append(
                 ErrorItem(
@@ -147,6 +158,11 @@ def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: 
                 )
             )
     return problems
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _positions(indexes: list[int], shown: int = 5) -> str:

@@ -24,8 +24,10 @@ class Settings(BaseSettings):
     # None defers to the library default ($CORRECTOR_MODEL, else data/model).
     model: str | None = None
     device: str = "cpu"
-    # torch intra-op threads per worker; None keeps torch's default (all cores).
-    threads: int | None = Field(None, ge=1)
+    # torch intra-op threads per worker; 0 keeps torch's default (one per core). Default 1: on
+    # 2 cores one thread leaves a core for HTTP parsing and the event loop, and OpenMP's spinning
+    # threads slow down ~100x when another process (a training job) holds the other core.
+    threads: int = Field(1, ge=0)
     # One tiny correction at start-up so the first real request does not pay for lazy init.
     warmup: bool = True
 
