@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,23 @@ def test_model_systems_smoke(tiny_model_dir):
         check_metrics(run.metrics())
         assert all(len(o.prediction) == len(o.example.source) for o in run.outcomes)
         assert system.model_size_bytes and system.model_size_bytes > 0
+
+
+def test_sweep_filtering_equals_running_at_the_threshold(tiny_model_dir):
+    """The sweep's premise: edits of one threshold-0 run filtered at t == a run at t."""
+    pytest.importorskip("corrector.pipeline")
+    from evaluate.runner import prediction_of, run_system
+    from evaluate.systems import build_systems
+
+    (system,), errors = build_systems(["corrector"], model=str(tiny_model_dir))
+    assert not errors, errors
+    texts = [e.source for e in read_dataset(PAIRS).examples] + [e.source for e in read_dataset(MINI).examples]
+    at_zero, _ = run_system(system.system, texts, threshold=0.0, warmup=False)
+    confidences = sorted({e.confidence for r in at_zero for e in r.edits})
+    # Thresholds between the confidences that occur, so every step of the curve is tried (not at
+    # them: edit confidences are rounded to 4 decimals, the pipeline compares unrounded ones).
+    thresholds = sorted({0.0, 1.0, *((a + b) / 2 for a, b in pairwise(confidences))})
+    for threshold in thresholds[:: max(1, len(thresholds) // 12)]:
+        direct, _ = run_system(system.system, texts, threshold=threshold, warmup=False)
+        filtered = [prediction_of(t, r, threshold)[0] for t, r in zip(texts, at_zero, strict=True)]
+        assert [r.target for r in direct] == filtered, threshold
