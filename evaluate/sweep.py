@@ -210,6 +210,9 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     block = result.metric.rsplit(".", 1)[0]
     fig, ax = plt.subplots(figsize=(6.4, 5.2))
     for name, points in result.curves.items():
+        # Thresholds at which nothing is predicted have no precision (reported as 0): leave them
+        # out rather than drawing a drop to the origin.
+        points = [p for p in points if p.value(f"{block}.tp") + p.value(f"{block}.fp") > 0]
         recall = [p.value(f"{block}.recall") for p in points]
         precision = [p.value(f"{block}.precision") for p in points]
         style = {"linewidth": 2.4, "color": "black"} if name == "all" else {"linewidth": 1.2, "alpha": 0.8}
