@@ -1,0 +1,364 @@
+"""The correction pipeline: detect -> propose -> score -> protect -> stitch.
+
+Per batch of chunks (texts are split into chunks and sorted by length to limit padding):
+
+1. one discriminator pass: P(replaced) per character; editable CJK positions above
+   `detection_threshold` are flagged;
+2. one generator pass with every flagged position of the batch masked: top-k candidates plus
+   confusion-set candidates (candidates.py);
+3. features per candidate and a first ranking with the scorer (scoring.py), the recheck
+   feature imputed;
+4. one batched discriminator pass over the top `recheck_top` candidates per position, each
+   written into its sentence (a window around the position): does the discriminator still
+   think something is wrong there?
+5. the best candidate per position is accepted when its confidence >= `threshold`; then at most
+   `max_edits_per_sentence` edits per chunk, the most confident ones.
+
+Edits are applied by offset to the original string, so everything that is not a corrected
+character — ASCII, digits, URLs, emoji, punctuation, full-width forms, spaces, newlines — is
+returned byte-for-byte.
+
+A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
+confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
+many threads at once.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .candidates import Candidate, CandidateConfig, VocabConfusion, cjk_bias, masked_log_probs, propose
+from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
+from .detection import detect, make_batch
+from .models import ModelBundle, load_model
+from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
+from .result import Edit, Result
+from .scoring import FEATURE_INDEX, FEATURES, Scorer
+from .segmentation import Chunk, sentence_spans, split_text
+from .tokenization import is_cjk
+
+DEFAULT_MAX_EDITS = 4
+
+
+@dataclass
+class CorrectorConfig:
+    max_positions: int = 128  # chunk size in characters (capped by the model's max length)
+    overlap: int = 16  # shared characters between hard windows of unpunctuated text
+    batch_size: int = 32
+    candidates: CandidateConfig = field(default_factory=CandidateConfig)
+    recheck_top: int = 2  # candidates per position re-checked by the discriminator
+    recheck_window: int = 24  # characters of context each side in the recheck input
+    max_edits_per_sentence: int = DEFAULT_MAX_EDITS
+    veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
+    proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
+
+
+@dataclass
+class ScoredCandidate:
+    """One candidate correction with its features, before acceptance (for calibration)."""
+
+    text_index: int  # which input text
+    position: int  # 0-based offset in that text
+    source: str
+    target: str
+    features: dict[str, float]
+    confidence: float
+    rechecked: bool  # recheck_prob is measured (else imputed as detect_prob)
+    best: bool  # the highest-confidence candidate at its position
+
+
+@dataclass
+class _Item:
+    """One chunk of one input text, encoded."""
+
+    text_index: int
+    chunk: Chunk
+    ids: list[int]
+    offsets: list[int]  # original-text offset of each model position
+    editable: list[bool]
+
+
+class Corrector:
+    """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit."""
+
+    def __init__(
+        self,
+        model: str | ModelBundle | None = None,
+        device: str = "cpu",
+        threshold: float | None = None,
+        detection_threshold: float | None = None,
+        whitelist: Iterable[str] | Path = (),
+        confusion_file: str | Path | None = None,
+        max_edits_per_sentence: int = DEFAULT_MAX_EDITS,
+        batch_size: int = 32,
+        scorer: Scorer | dict | None = None,
+        confusion: ConfusionSet | None = None,
+        config: CorrectorConfig | None = None,
+    ) -> None:
+        self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
+        self.config = config or CorrectorConfig(batch_size=batch_size, max_edits_per_sentence=max_edits_per_sentence)
+        if isinstance(scorer, Scorer):
+            scorer = scorer.to_config()  # a private copy: the overrides below must not leak
+        self.scorer = Scorer.from_config(scorer if scorer is not None else self.bundle.scorer_config)
+        if threshold is not None:
+            self.scorer.threshold = float(threshold)
+        if detection_threshold is not None:
+            self.scorer.detection_threshold = float(detection_threshold)
+        if isinstance(whitelist, Path):
+            whitelist = read_whitelist(whitelist)
+        elif isinstance(whitelist, str):
+            whitelist = [whitelist]  # one term, not its characters
+        self.whitelist = [t for t in whitelist if t]
+        if confusion is not None and confusion_file is not None:
+            raise ValueError("pass either confusion or confusion_file, not both")
+        self.confusion = confusion or ConfusionSet.build(confusion_file)
+        self.vocab_confusion = VocabConfusion(self.confusion, self.bundle)
+        self.cjk_bias = cjk_bias(self.bundle)
+        self.words = WordFrequency()
+        self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
+
+    @property
+    def threshold(self) -> float:
+        return self.scorer.threshold
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def correct(self, text: str, threshold: float | None = None) -> Result:
+        return self.correct_batch([text], threshold=threshold)[0]
+
+    def correct_batch(
+        self, texts: Sequence[str], batch_size: int | None = None, threshold: float | None = None
+    ) -> list[Result]:
+        """Correct many texts; `threshold` overrides the minimum edit confidence for this call."""
+        threshold = self.scorer.threshold if threshold is None else float(threshold)
+        edits: list[list[Edit]] = [[] for _ in texts]
+        for item, accepted in self._run(texts, batch_size, threshold, calibrate=False):
+            edits[item.text_index].extend(accepted)
+        results = []
+        for text, found in zip(texts, edits, strict=True):
+            chars = list(text)
+            for edit in found:
+                chars[edit.position] = edit.target
+            results.append(Result(source=text, target="".join(chars), edits=sorted(found, key=lambda e: e.position)))
+        return results
+
+    def score_candidates(
+        self, texts: Sequence[str], batch_size: int | None = None, detection_threshold: float | None = None
+    ) -> list[ScoredCandidate]:
+        """Every candidate the pipeline scores for these texts, with its feature vector.
+
+        For calibration: label a candidate 1 when `target` is the gold character at `position`
+        and fit with `Scorer.fit([c.features for c in cands], labels)`. Unlike correction, the
+        top `recheck_top` candidates of every position are rechecked whatever their score, so
+        `recheck_prob` is measured for the candidates that matter however the weights are set.
+        A lower `detection_threshold` here yields candidates for positions the detector is
+        unsure about too.
+        """
+        out: list[ScoredCandidate] = []
+        for _, scored in self._run(texts, batch_size, self.scorer.threshold, calibrate=True,
+                                   detection_threshold=detection_threshold):
+            out.extend(scored)
+        return out
+
+    # ---- the pipeline -----------------------------------------------------------------------
+
+    def _items(self, texts: Sequence[str]) -> list[_Item]:
+        tok = self.bundle.tokenizer
+        items = []
+        for t, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{t}] is {type(text).__name__}, expected str")
+            if not any(is_cjk(ch) for ch in text):
+                continue
+            frozen = whitelisted_offsets(text, self.whitelist)
+            for chunk in split_text(text, self.max_positions, self.config.overlap):
+                enc = tok.encode(text[chunk.start:chunk.end])
+                offsets = [chunk.start + o for o in enc.offsets]
+                editable = [
+                    is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end for o in offsets
+                ]
+                if any(editable):
+                    items.append(_Item(t, chunk, enc.ids, offsets, editable))
+        return items
+
+    def _run(self, texts, batch_size, threshold, calibrate, detection_threshold=None):
+        """Yield (item, accepted edits) or, when calibrating, (item, scored candidates)."""
+        batch_size = max(1, batch_size or self.config.batch_size)
+        det_threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
+        items = self._items(texts)
+        items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
+        for first in range(0, len(items), batch_size):
+            group = items[first:first + batch_size]
+            yield from self._run_batch(texts, group, threshold, det_threshold, calibrate)
+
+    def _run_batch(self, texts, group: list[_Item], threshold: float, det_threshold: float, calibrate: bool):
+        bundle, tok = self.bundle, self.bundle.tokenizer
+        batch = make_batch([it.ids for it in group], bundle)
+        probs = detect(bundle, batch)  # (B, L)
+        editable = torch.zeros_like(probs, dtype=torch.bool)
+        for row, it in enumerate(group):
+            editable[row, : len(it.editable)] = torch.tensor(it.editable)
+        rows, index = ((probs > det_threshold) & editable).nonzero(as_tuple=True)
+        if len(rows) == 0:
+            return
+        log_probs = masked_log_probs(bundle, batch, rows, index)
+        source_ids = batch.input_ids[rows.to(batch.input_ids.device), (index + 1).to(batch.input_ids.device)].cpu()
+        source_chars = [texts[group[r].text_index][group[r].offsets[i]] for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
+        per_position = propose(log_probs, rows, index, source_ids, source_chars, self.vocab_confusion,
+                               self.cjk_bias, self.config.candidates)
+
+        # Protection and features, per candidate.
+        nouns: dict[int, set[int]] = {}
+        for row in set(rows.tolist()):
+            it = group[row]
+            chunk_text = texts[it.text_index][it.chunk.start:it.chunk.end]
+            nouns[row] = {it.chunk.start + o for o in proper_noun_offsets(chunk_text, hmm=self.config.proper_noun_hmm)}
+        flat: list[tuple[int, Candidate]] = []  # (position number, candidate)
+        features: list[list[float]] = []
+        for n, cands in enumerate(per_position):
+            if not cands:
+                continue
+            it = group[cands[0].row]
+            text = texts[it.text_index]
+            offset = it.offsets[cands[0].index]
+            in_noun = offset in nouns[cands[0].row]
+            if in_noun and self.config.veto_proper_nouns:
+                continue
+            local = text[it.chunk.start:it.chunk.end]
+            orig_word = self.words.best(local, offset - it.chunk.start)
+            detect_prob = float(probs[cands[0].row, cands[0].index])
+            for cand in cands:
+                target = tok.token(cand.target_id)
+                flat.append((n, cand))
+                features.append(self._features(cand, detect_prob, in_noun, orig_word,
+                                               self.words.best(local, offset - it.chunk.start, target)))
+        if not flat:
+            return
+        x = torch.tensor(features)
+        pre = self.scorer.logits(x)
+        recheck = self._select_for_recheck(flat, pre, self.scorer.bound_without_recheck(x), threshold, calibrate)
+        rechecked = torch.zeros(len(flat), dtype=torch.bool)
+        if recheck:
+            x[recheck, FEATURE_INDEX["recheck_prob"]] = self._recheck(group, [flat[k][1] for k in recheck])
+            rechecked[recheck] = True
+        confidence = self.scorer.confidence(x)
+
+        # Best candidate per position (among the rechecked ones when rechecking is on).
+        best: dict[int, int] = {}
+        for k, (n, _) in enumerate(flat):
+            if self.config.recheck_top > 0 and not rechecked[k]:
+                continue
+            if n not in best or confidence[k] > confidence[best[n]]:
+                best[n] = k
+        if calibrate:
+            winners = set(best.values())
+            by_item: dict[int, list[ScoredCandidate]] = {}
+            for k, (_, cand) in enumerate(flat):
+                it = group[cand.row]
+                by_item.setdefault(cand.row, []).append(ScoredCandidate(
+                    text_index=it.text_index,
+                    position=it.offsets[cand.index],
+                    source=texts[it.text_index][it.offsets[cand.index]],
+                    target=tok.token(cand.target_id),
+                    features=dict(zip(FEATURES, x[k].tolist(), strict=True)),
+                    confidence=float(confidence[k]),
+                    rechecked=bool(rechecked[k]),
+                    best=k in winners,
+                ))
+            for row, scored in by_item.items():
+                yield group[row], scored
+            return
+
+        accepted: dict[int, list[Edit]] = {}
+        for k in best.values():
+            if float(confidence[k]) < threshold:
+                continue
+            cand = flat[k][1]
+            it = group[cand.row]
+            offset = it.offsets[cand.index]
+            accepted.setdefault(cand.row, []).append(Edit(
+                position=offset,
+                source=texts[it.text_index][offset],
+                target=tok.token(cand.target_id),
+                confidence=round(float(confidence[k]), 4),
+                kind=kind_of(cand.relation),
+            ))
+        for row, edits in accepted.items():
+            it = group[row]
+            yield it, self._limit_edits(texts[it.text_index], it.chunk, edits)
+
+    def _limit_edits(self, text: str, chunk: Chunk, edits: list[Edit]) -> list[Edit]:
+        """Max-edits guard: the most confident `max_edits_per_sentence` edits of each sentence.
+
+        Many "errors" in one sentence usually mean unfamiliar text (classical Chinese, a domain
+        the model never saw), not a careless writer. A chunk may hold several sentences; text
+        without sentence punctuation counts as one sentence per chunk.
+        """
+        limit = self.config.max_edits_per_sentence
+        ends = [end for _, end in sentence_spans(text, chunk.start, chunk.end)]
+        by_sentence: dict[int, list[Edit]] = {}
+        for edit in edits:
+            by_sentence.setdefault(bisect.bisect_right(ends, edit.position), []).append(edit)
+        kept = []
+        for group in by_sentence.values():
+            kept.extend(sorted(group, key=lambda e: (-e.confidence, e.position))[:limit])
+        return kept
+
+    @staticmethod
+    def _features(cand: Candidate, detect_prob: float, in_noun: bool, orig_word: float, cand_word: float) -> list[float]:
+        values = {
+            "bias": 1.0,
+            "gen_logprob": max(-20.0, cand.gen_logprob),
+            "orig_logprob": max(-20.0, cand.orig_logprob),
+            "gen_top1": float(cand.top1),
+            "detect_prob": detect_prob,
+            "recheck_prob": detect_prob,  # imputed until measured
+            "same_pinyin": float(bool(cand.relation & SAME_PINYIN)),
+            "similar_pinyin": float(bool(cand.relation & SIMILAR_PINYIN)),
+            "similar_shape": float(bool(cand.relation & SIMILAR_SHAPE)),
+            "user_pair": float(bool(cand.relation & USER_PAIR)),
+            "cand_word": cand_word,
+            "orig_word": orig_word,
+            "proper_noun": float(in_noun),
+        }
+        return [values[name] for name in FEATURES]
+
+    def _select_for_recheck(self, flat, pre: torch.Tensor, bound: torch.Tensor, threshold: float, calibrate: bool) -> list[int]:
+        """Indices of the top `recheck_top` candidates per position that could still pass."""
+        if self.config.recheck_top <= 0:
+            return []
+        min_logit = torch.logit(torch.tensor(min(max(threshold, 1e-6), 1 - 1e-6))).item()
+        by_position: dict[int, list[int]] = {}
+        for k, (n, _) in enumerate(flat):
+            if calibrate or float(bound[k]) >= min_logit:
+                by_position.setdefault(n, []).append(k)
+        chosen = []
+        for ks in by_position.values():
+            ks.sort(key=lambda k: -float(pre[k]))
+            chosen.extend(ks[: self.config.recheck_top])
+        return sorted(chosen)
+
+    def _recheck(self, group: list[_Item], cands: list[Candidate]) -> torch.Tensor:
+        """Discriminator P(replaced) at each candidate's position once it is written there."""
+        window = self.config.recheck_window
+        sequences, where = [], []
+        for cand in cands:
+            ids = group[cand.row].ids
+            lo, hi = max(0, cand.index - window), min(len(ids), cand.index + window + 1)
+            seq = ids[lo:hi]
+            seq[cand.index - lo] = cand.target_id
+            sequences.append(seq)
+            where.append(cand.index - lo)
+        out = torch.empty(len(cands))
+        step = 256  # bounds memory when a batch has very many candidates
+        for first in range(0, len(cands), step):
+            sub = make_batch(sequences[first:first + step], self.bundle)
+            probs = detect(self.bundle, sub)
+            idx = torch.tensor(where[first:first + step])
+            out[first:first + step] = probs[torch.arange(len(idx)), idx]
+        return out

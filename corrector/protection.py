@@ -1,0 +1,96 @@
+"""Guards against over-correction: user whitelist, proper nouns, word plausibility.
+
+* Whitelist: every occurrence of a user term is frozen; no character inside it is changed.
+* Proper nouns: positions inside person/place/organisation/other proper names found by
+  `jieba.posseg` (tags nr, nrfg, nrt, ns, nt, nz) get the `proper_noun` scorer feature, whose
+  negative weight lowers the confidence of edits there; `veto_proper_nouns` forbids them
+  outright. Single-character tokens do not count (jieba tags many lone characters ns/nr), and
+  by default the dictionary alone is used (HMM off): the HMM happily tags a typo such as 坤难
+  as a place name, which would protect exactly the errors we want to fix.
+* Word plausibility: the log-frequency of the most frequent jieba dictionary word (2-4 chars)
+  covering a position, for the original character and for a candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+PROPER_NOUN_TAGS = frozenset({"nr", "nrfg", "nrt", "ns", "nt", "nz"})
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def ensure_jieba() -> None:
+    """Load jieba's dictionary once, quietly, before any thread uses it."""
+    global _initialized
+    if _initialized:
+        return
+    with _init_lock:
+        if not _initialized:
+            import jieba
+            import jieba.posseg  # noqa: F401  (loads the POS tag table)
+
+            jieba.setLogLevel(logging.WARNING)
+            jieba.initialize()
+            _initialized = True
+
+
+def read_whitelist(path: str | Path) -> list[str]:
+    """One term per line; blank lines and # comments ignored."""
+    lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def whitelisted_offsets(text: str, terms: Iterable[str]) -> set[int]:
+    """Offsets of every character of every occurrence of every term in text."""
+    frozen: set[int] = set()
+    for term in terms:
+        if not term:
+            continue
+        start = text.find(term)
+        while start >= 0:
+            frozen.update(range(start, start + len(term)))
+            start = text.find(term, start + 1)
+    return frozen
+
+
+def proper_noun_offsets(text: str, hmm: bool = False) -> set[int]:
+    """Offsets in text covered by multi-character proper-noun tokens."""
+    import jieba.posseg
+
+    ensure_jieba()
+    covered: set[int] = set()
+    index = 0
+    for pair in jieba.posseg.cut(text, HMM=hmm):
+        word, flag = pair.word, pair.flag
+        if flag in PROPER_NOUN_TAGS and len(word) >= 2:
+            covered.update(range(index, index + len(word)))
+        index += len(word)
+    return covered
+
+
+class WordFrequency:
+    """log10(1 + frequency) of the best dictionary word covering a position (jieba.dt.FREQ)."""
+
+    def __init__(self, min_len: int = 2, max_len: int = 4) -> None:
+        import jieba
+
+        ensure_jieba()
+        self.freq = jieba.dt.FREQ  # read-only after initialisation
+        self.min_len, self.max_len = min_len, max_len
+
+    def best(self, text: str, position: int, char: str | None = None) -> float:
+        """Score of text with text[position] replaced by char (or as is)."""
+        if char is not None and char != text[position]:
+            text = text[max(0, position - self.max_len + 1): position] + char + text[position + 1: position + self.max_len]
+            position = min(position, self.max_len - 1)
+        best = 0
+        for size in range(self.min_len, self.max_len + 1):
+            for start in range(max(0, position - size + 1), min(position, len(text) - size) + 1):
+                best = max(best, self.freq.get(text[start:start + size], 0))
+        return math.log10(1 + best)

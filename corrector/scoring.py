@@ -1,0 +1,191 @@
+"""The scorer: a logistic model over a small, named feature vector per candidate correction.
+
+For a flagged position with original character `o` and candidate `c` the features are
+
+    bias            1
+    gen_logprob     log P_gen(c | context), flagged positions masked (clipped to [-20, 0])
+    orig_logprob    log P_gen(o | context), the same distribution
+    gen_top1        1 if c is the generator's most likely CJK character there
+    detect_prob     discriminator P(replaced) of o in the source sentence
+    recheck_prob    discriminator P(replaced) at the position after writing c there
+    same_pinyin     c and o share a toneless syllable (heteronyms included)
+    similar_pinyin  they share one only up to the fuzzy pairs zh/z n/l in/ing ...
+    similar_shape   similar four-corner code / stroke order / components
+    user_pair       the pair is in the user's confusion file
+    cand_word       log10(1 + jieba frequency) of the most frequent 2-4 char word covering the
+                    position once c is written there (0 if none)
+    orig_word       the same with o
+    proper_noun     the position is inside a jieba proper-noun token (nr/ns/nt/nz)
+
+confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
+position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
+`scorer.json` in the model directory — so calibration (`Scorer.fit`) can replace the hand-set
+defaults below without touching code.
+
+Only the top few candidates per position get a real `recheck_prob` (it costs a discriminator
+pass); for ranking before the recheck, and for candidates never rechecked, it is imputed as
+`detect_prob` ("writing c there changed nothing").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+FEATURES: tuple[str, ...] = (
+    "bias",
+    "gen_logprob",
+    "orig_logprob",
+    "gen_top1",
+    "detect_prob",
+    "recheck_prob",
+    "same_pinyin",
+    "similar_pinyin",
+    "similar_shape",
+    "user_pair",
+    "cand_word",
+    "orig_word",
+    "proper_noun",
+)
+FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
+
+# Hand-set so that an untrained-scorer model behaves sensibly: a confident generator, a change
+# the discriminator likes better, a confusion relation and a real word must add up before an
+# edit is made; a proper noun needs overwhelming evidence.
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "bias": -3.0,
+    "gen_logprob": 1.0,
+    "orig_logprob": -0.5,
+    "gen_top1": 0.5,
+    "detect_prob": 2.0,
+    "recheck_prob": -2.0,
+    "same_pinyin": 2.0,
+    "similar_pinyin": 1.5,
+    "similar_shape": 1.5,
+    "user_pair": 2.0,
+    "cand_word": 0.5,
+    "orig_word": -0.5,
+    "proper_noun": -3.0,
+}
+DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
+DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Scorer:
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    threshold: float = DEFAULT_THRESHOLD
+    detection_threshold: float = DEFAULT_DETECTION_THRESHOLD
+
+    def __post_init__(self) -> None:
+        unknown = set(self.weights) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"scorer weights name unknown features: {sorted(unknown)}")
+        # Missing weights are 0: an old scorer.json keeps working when a feature is added.
+        self.vector = torch.tensor([float(self.weights.get(name, 0.0)) for name in FEATURES])
+
+    @classmethod
+    def from_config(cls, config: Mapping | None) -> Scorer:
+        """From a scorer.json dict; absent keys fall back to the defaults."""
+        config = dict(config or {})
+        weights = dict(DEFAULT_WEIGHTS)
+        if "weights" in config:
+            weights = {name: float(config["weights"].get(name, 0.0)) for name in FEATURES}
+        return cls(
+            weights=weights,
+            threshold=float(config.get("threshold", DEFAULT_THRESHOLD)),
+            detection_threshold=float(config.get("detection_threshold", DEFAULT_DETECTION_THRESHOLD)),
+        )
+
+    def to_config(self) -> dict:
+        return {
+            "version": SCHEMA_VERSION,
+            "features": list(FEATURES),
+            "weights": {name: float(self.weights.get(name, 0.0)) for name in FEATURES},
+            "threshold": self.threshold,
+            "detection_threshold": self.detection_threshold,
+        }
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        """w . x for a (N, len(FEATURES)) tensor."""
+        return features.float() @ self.vector
+
+    def confidence(self, features: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.logits(features))
+
+    def bound_without_recheck(self, features: torch.Tensor) -> torch.Tensor:
+        """The best logit any recheck result could give: skip rechecks that cannot pass."""
+        best = features.clone()
+        best[:, FEATURE_INDEX["recheck_prob"]] = 0.0 if self.weights.get("recheck_prob", 0.0) < 0 else 1.0
+        return self.logits(best)
+
+    @classmethod
+    def fit(
+        cls,
+        features: torch.Tensor | Sequence[Sequence[float]] | Sequence[Mapping[str, float]],
+        labels: torch.Tensor | Sequence[float],
+        base: Mapping | None = None,
+        l2: float = 1e-2,
+        positive_weight: float = 1.0,
+        max_iter: int = 200,
+    ) -> dict:
+        """Logistic regression of labels (1 = the candidate is the gold correction) on features.
+
+        `features` is an (N, F) array in `FEATURES` order, or a list of {name: value} dicts as
+        returned by `Corrector.score_candidates`. Returns a new scorer config (thresholds are
+        kept from `base`, or the defaults). `l2` penalises every weight except the bias.
+        """
+        x = _as_matrix(features)
+        y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)
+        if x.shape[0] != y.shape[0] or x.shape[0] == 0:
+            raise ValueError(f"need as many labels as feature rows, got {x.shape[0]} rows and {y.shape[0]} labels")
+        # Standardise for a well-conditioned problem, then map the weights back.
+        mean, std = x.mean(0), x.std(0)
+        std[std < 1e-8] = 1.0
+        mean[FEATURE_INDEX["bias"]], std[FEATURE_INDEX["bias"]] = 0.0, 1.0
+        z = (x - mean) / std
+        w = torch.zeros(len(FEATURES), dtype=torch.float64, requires_grad=True)
+        sample_weight = torch.where(y > 0.5, positive_weight, 1.0).double()
+        penalty = torch.ones(len(FEATURES), dtype=torch.float64)
+        penalty[FEATURE_INDEX["bias"]] = 0.0
+        optimizer = torch.optim.LBFGS([w], max_iter=max_iter, line_search_fn="strong_wolfe")
+
+        def closure():
+            optimizer.zero_grad()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(z @ w, y, weight=sample_weight)
+            loss = loss + l2 * (penalty * w * w).sum() / 2
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        raw = (w.detach() / std)
+        raw[FEATURE_INDEX["bias"]] -= float((w.detach() * mean / std).sum())
+        base_scorer = cls.from_config(base)
+        fitted = cls(
+            weights={name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)},
+            threshold=base_scorer.threshold,
+            detection_threshold=base_scorer.detection_threshold,
+        )
+        return fitted.to_config()
+
+
+def _as_matrix(features) -> torch.Tensor:
+    if isinstance(features, torch.Tensor):
+        x = features.double()
+    elif len(features) and isinstance(features[0], Mapping):
+        x = torch.tensor([[float(row.get(name, 0.0)) for name in FEATURES] for row in features], dtype=torch.float64)
+    else:
+        x = torch.as_tensor(features, dtype=torch.float64)
+    if x.dim() != 2 or x.shape[1] != len(FEATURES):
+        raise ValueError(f"features must be (N, {len(FEATURES)}) in FEATURES order")
+    if not torch.isfinite(x).all():
+        raise ValueError("features contain NaN or infinity")
+    return x
+
+
+def clip_logprob(value: float) -> float:
+    return max(-20.0, min(0.0, value)) if not math.isnan(value) else -20.0

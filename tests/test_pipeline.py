@@ -1,0 +1,372 @@
+"""The correction pipeline end to end, on tiny models built here.
+
+`trained_model_dir` trains the tiny ELECTRA pair for a few seconds so that its discriminator
+flags 因/坐 in 少先队员因该为老人让坐 and its generator puts 应/座 there: a real model that
+flags and proposes, so these tests check that the pipeline turns that into corrections (and
+nothing else), not mocks. `tiny_model_dir` (random weights) checks alignment and bookkeeping
+with thresholds forced to 0, where the pipeline edits wildly and must still keep every non-CJK
+character and every offset right.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import build_tiny_model
+
+from corrector import Corrector, Edit, Result, load_model
+from corrector.classic import ClassicCorrector
+from corrector.confusion import ConfusionSet
+from corrector.pipeline import CorrectorConfig, ScoredCandidate
+from corrector.protection import proper_noun_offsets, whitelisted_offsets
+from corrector.scoring import FEATURES, Scorer
+from corrector.tokenization import is_cjk
+
+WRONG = "少先队员因该为老人让坐"
+RIGHT = "少先队员应该为老人让座"
+CORRECT_SENTENCES = [
+    "少先队员应该为老人让座。",
+    "我在2024年用iPhone打电话给Tom，他说应该没问题。",
+    "今天天气很好，我们一起去公园散步。",
+    "他的作业做得很认真。",
+    "北京是中国的首都。",
+    "张三和李四在上海工作。",
+]
+ERROR_PAIRS = {
+    "少先队员因该为老人让坐。": "少先队员应该为老人让座。",
+    "我在2024年用iPhone打电话给Tom，他说因该没问题。": "我在2024年用iPhone打电话给Tom，他说应该没问题。",
+}
+MIXED = "我在2024年用iPhone打电话给Tom，他说因该没问题。"
+NASTY = (
+    "访问 https://example.com/路径?q=因该 或写信给 tom@example.com 😀😀\n"
+    "全角ＡＢＣ１２３，半角abc123；　全角空格\t制表符  两个空格\r\n"
+    "emoji🎉在中间，𠀀扩展B字。\n\n最后一行"
+)
+
+
+def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0) -> Path:
+    """Fit the tiny pair on a handful of sentences: errors -> discriminator 1, masks -> gold."""
+    build_tiny_model(output_dir, seed=seed)
+    bundle = load_model(str(output_dir))
+    tok = bundle.tokenizer
+    disc, gen = bundle.discriminator.train(), bundle.generator.train()
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    pairs = [(s, s) for s in CORRECT_SENTENCES] + list(ERROR_PAIRS.items())
+    optimizer = torch.optim.AdamW([*disc.parameters(), *gen.parameters()], lr=1e-2)
+    for _ in range(steps):
+        sources, targets = [], []
+        for _ in range(8):  # 1-3 sentences per example so each appears at many offsets
+            chosen = [rng.choice(pairs) for _ in range(rng.randint(1, 3))]
+            src, tgt = "".join(s for s, _ in chosen), "".join(t for _, t in chosen)
+            if rng.random() < 0.3:
+                src, tgt = src.rstrip("。"), tgt.rstrip("。")
+            sources.append(tok.with_special_tokens(tok.encode(src).ids))
+            targets.append(tok.with_special_tokens(tok.encode(tgt).ids))
+        width = max(map(len, sources))
+        ids = torch.zeros(len(sources), width, dtype=torch.long)
+        gold = torch.zeros_like(ids)
+        for i, (s, t) in enumerate(zip(sources, targets, strict=True)):
+            ids[i, : len(s)], gold[i, : len(t)] = torch.tensor(s), torch.tensor(t)
+        attention = (ids != tok.pad_token_id).long()
+        wrong = ids != gold
+        d_logits = disc(input_ids=ids, attention_mask=attention).logits
+        d_loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            d_logits[attention.bool()], wrong[attention.bool()].float()
+        )
+        masked = wrong | ((torch.rand(ids.shape) < 0.1) & attention.bool())
+        masked[:, 0] = False
+        g_input = torch.where(masked, torch.full_like(ids, tok.mask_token_id), gold)
+        g_logits = gen(input_ids=g_input, attention_mask=attention).logits
+        g_loss = torch.nn.functional.cross_entropy(g_logits[masked], gold[masked])
+        optimizer.zero_grad()
+        (d_loss + g_loss).backward()
+        optimizer.step()
+    from corrector.pretrain.modeling import save_pair
+
+    save_pair(disc.eval(), gen.eval(), str(output_dir))
+    return output_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """The test machine is shared with training jobs: one torch thread avoids spin contention."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def trained_model_dir(tmp_path_factory, one_thread) -> Path:
+    path = tmp_path_factory.getbasetemp() / "trained_tiny"
+    if not (path / "generator").exists():
+        train_tiny(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def confusion() -> ConfusionSet:
+    return ConfusionSet.build()
+
+
+@pytest.fixture(scope="session")
+def trained(trained_model_dir, confusion) -> Corrector:
+    return Corrector(str(trained_model_dir), confusion=confusion)
+
+
+@pytest.fixture(scope="session")
+def wild(tiny_model_dir, confusion) -> Corrector:
+    """Random weights, every CJK position flagged and every best candidate accepted."""
+    config = CorrectorConfig(max_edits_per_sentence=10_000)
+    return Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion, config=config)
+
+
+# ---- end to end ------------------------------------------------------------------------------
+
+
+def test_corrects_the_classic_example(trained):
+    result = trained.correct(WRONG)
+    assert result.source == WRONG
+    assert result.target == RIGHT
+    assert [(e.position, e.source, e.target, e.kind) for e in result.edits] == [
+        (4, "因", "应", "pinyin"),  # yin/ying: similar pinyin
+        (10, "坐", "座", "pinyin"),  # same pinyin (and similar shape)
+    ]
+    assert all(0.5 <= e.confidence <= 1 for e in result.edits)
+    assert isinstance(result.edits[0], Edit) and isinstance(result, Result)
+
+
+def test_correct_text_is_left_alone(trained):
+    for text in [RIGHT, *CORRECT_SENTENCES]:
+        assert trained.correct(text).target == text
+
+
+def test_mixed_text_keeps_everything_but_the_fix(trained):
+    result = trained.correct(MIXED)
+    assert result.target == MIXED.replace("因该", "应该")
+    assert [(e.position, e.source, e.target) for e in result.edits] == [(MIXED.index("因"), "因", "应")]
+
+
+def test_long_text_with_punctuation_is_stitched(trained_model_dir, confusion):
+    # Chunks of <= 60 characters: the tiny model only ever saw up to three sentences in a row.
+    trained = Corrector(str(trained_model_dir), confusion=confusion, config=CorrectorConfig(max_positions=60))
+    parts = []
+    for i in range(120):  # ~1,500 characters, far over the model's 254
+        if i % 3 == 0:  # on a line of its own, as the tiny model learnt it
+            parts.append("少先队员因该为老人让坐。" + ["\n", "\n\n", " \n", "\r\n"][i % 4])
+        else:
+            parts.append(CORRECT_SENTENCES[i % len(CORRECT_SENTENCES)] + ["", " ", "\t", "  "][i % 4])
+    text = "".join(parts)
+    assert len(text) > 5 * trained.bundle.max_length
+    result = trained.correct(text)
+    assert result.target == text.replace("因该为老人让坐", "应该为老人让座")
+    assert len(result.edits) == 2 * 40
+    assert all(text[e.position] == e.source for e in result.edits)
+
+
+def test_threshold_per_call(trained):
+    assert trained.correct(WRONG, threshold=0.99999999).target == WRONG
+    assert trained.correct_batch([WRONG], threshold=0.5)[0].target == RIGHT
+    assert trained.correct(WRONG).target == RIGHT  # the override did not stick
+
+
+def test_whitelist_freezes_terms(trained_model_dir, confusion):
+    corrector = Corrector(str(trained_model_dir), whitelist=["因该"], confusion=confusion)
+    assert corrector.correct(WRONG).target == "少先队员因该为老人让座"
+    assert whitelisted_offsets("因该因该x因该", ["因该"]) == {0, 1, 2, 3, 5, 6}
+
+
+def test_whitelist_file(tmp_path, trained_model_dir, confusion):
+    path = tmp_path / "whitelist.txt"
+    path.write_text("# names\n让坐\n", encoding="utf-8")
+    corrector = Corrector(str(trained_model_dir), whitelist=path, confusion=confusion)
+    assert corrector.correct(WRONG).target == "少先队员应该为老人让坐"
+
+
+def test_hub_layout_directories(tmp_path, trained_model_dir, confusion):
+    disc = tmp_path / "hfl" / "chinese-electra-180g-small-discriminator"
+    gen = tmp_path / "hfl" / "chinese-electra-180g-small-generator"
+    shutil.copytree(trained_model_dir / "discriminator", disc)
+    shutil.copytree(trained_model_dir / "generator", gen)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (trained_model_dir / name).exists():
+            shutil.copy2(trained_model_dir / name, disc / name)
+    corrector = Corrector(str(disc), confusion=confusion)
+    assert corrector.bundle.name == str(disc)
+    assert corrector.correct(WRONG).target == RIGHT
+
+
+def test_scorer_json_in_model_dir_sets_thresholds(tmp_path, trained_model_dir, confusion):
+    model = tmp_path / "model"
+    shutil.copytree(trained_model_dir, model)
+    config = Scorer().to_config()
+    config["threshold"] = 0.99999999
+    config["detection_threshold"] = 0.3
+    (model / "scorer.json").write_text(json.dumps(config), encoding="utf-8")
+    corrector = Corrector(str(model), confusion=confusion)
+    assert corrector.threshold == 0.99999999 and corrector.scorer.detection_threshold == 0.3
+    assert corrector.correct(WRONG).target == WRONG  # nothing is that confident
+    assert Corrector(str(model), threshold=0.5, confusion=confusion).correct(WRONG).target == RIGHT
+
+
+def test_classic_baseline_corrects_too(trained):
+    classic = ClassicCorrector(trained.bundle, confusion=trained.confusion)
+    result = classic.correct(WRONG)
+    assert result.target == RIGHT
+    assert [(e.position, e.target) for e in result.edits] == [(4, "应"), (10, "座")]
+    assert [r.target for r in classic.correct_batch([WRONG, MIXED, ""])] == [RIGHT, MIXED.replace("因该", "应该"), ""]
+
+
+# ---- calibration -----------------------------------------------------------------------------
+
+
+def test_score_candidates_and_fit(trained):
+    texts = [WRONG, MIXED, "他的作业做得很认真。"]
+    scored = trained.score_candidates(texts, detection_threshold=0.01)
+    assert scored and all(isinstance(c, ScoredCandidate) for c in scored)
+    assert all(list(c.features) == list(FEATURES) for c in scored)
+    assert all(texts[c.text_index][c.position] == c.source for c in scored)
+    gold = {(0, 4): "应", (0, 10): "座", (1, MIXED.index("因")): "应"}
+    labels = [float(gold.get((c.text_index, c.position)) == c.target) for c in scored]
+    assert sum(labels) == 3  # every gold correction is among the candidates
+    best = {(c.text_index, c.position): c.target for c in scored if c.best}
+    assert all(best[key] == target for key, target in gold.items())
+    assert any(c.rechecked for c in scored)
+
+    config = Scorer.fit([c.features for c in scored], labels, base=trained.scorer.to_config())
+    assert set(config["weights"]) == set(FEATURES)
+    assert config["threshold"] == trained.scorer.threshold
+    json.dumps(config)  # scorer.json material
+    refit = Corrector(trained.bundle, scorer=config, confusion=trained.confusion)
+    assert refit.correct(WRONG).target == RIGHT
+
+
+def test_fit_recovers_a_known_rule():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2000, len(FEATURES), generator=gen)
+    x[:, 0] = 1.0
+    true_logit = 6 * x[:, FEATURES.index("gen_logprob")] - 6 * x[:, FEATURES.index("recheck_prob")]
+    labels = (torch.rand(2000, generator=gen) < torch.sigmoid(true_logit)).float()
+    weights = Scorer.fit(x, labels, l2=1e-4)["weights"]
+    assert weights["gen_logprob"] > 3 and weights["recheck_prob"] < -3
+    assert abs(weights["similar_shape"]) < 1.0
+
+
+def test_scorer_config_round_trip():
+    scorer = Scorer.from_config({"weights": {"bias": -1.0, "gen_logprob": 2.0}, "threshold": 0.7})
+    again = Scorer.from_config(scorer.to_config())
+    assert again.weights == scorer.weights and again.threshold == 0.7
+    assert again.weights["same_pinyin"] == 0.0  # absent weights are 0 in a given config
+    assert Scorer.from_config(None).weights["same_pinyin"] > 0  # defaults without one
+    with pytest.raises(ValueError):
+        Scorer(weights={"no_such_feature": 1.0})
+
+
+# ---- alignment and bookkeeping with a model that edits everything ----------------------------
+
+
+def assert_only_cjk_changed(text: str, result: Result) -> None:
+    assert result.source == text and len(result.target) == len(text)
+    changed = {i for i, (a, b) in enumerate(zip(text, result.target, strict=True)) if a != b}
+    assert changed == {e.position for e in result.edits}
+    for e in result.edits:
+        assert is_cjk(e.source) and is_cjk(e.target) and text[e.position] == e.source != e.target
+        assert e.kind in ("pinyin", "shape", "other")
+    for i, (a, b) in enumerate(zip(text, result.target, strict=True)):
+        if not is_cjk(a):
+            assert a == b, f"non-CJK character {a!r} at {i} changed"
+
+
+def test_mixed_text_alignment_with_wild_model(wild):
+    for text in [MIXED, NASTY, "ＡＢＣ，。！", "😀", " \n\t", ""]:
+        result = wild.correct(text)
+        assert_only_cjk_changed(text, result)
+    result = wild.correct(MIXED)
+    assert len(result.edits) == sum(map(is_cjk, MIXED))  # every CJK char flagged and replaced
+
+
+def test_long_text_without_punctuation_uses_overlapping_windows(wild):
+    rng = random.Random(1)
+    chars = "少先队员应该为老人让座今天天气很好我们一起去公园散步"
+    text = "".join(rng.choice(chars) + (" " if rng.random() < 0.05 else "") for _ in range(1000))
+    result = wild.correct(text)
+    assert_only_cjk_changed(text, result)
+    positions = [e.position for e in result.edits]
+    assert len(positions) == len(set(positions)) == sum(map(is_cjk, text))  # each owned once
+
+
+def test_small_chunks_match_positions(tiny_model_dir, confusion):
+    corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
+                          config=CorrectorConfig(max_positions=7, max_edits_per_sentence=10_000))
+    result = corrector.correct(NASTY)
+    assert_only_cjk_changed(NASTY, result)
+    assert len(result.edits) == sum(map(is_cjk, NASTY))
+
+
+def test_max_edits_guard(tiny_model_dir, wild, confusion):
+    limited = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
+                        max_edits_per_sentence=2)
+    text = "今天天气很好，我们一起去公园散步。他的作业做得很认真。\n北京是中国的首都"
+    free, kept = wild.correct(text), limited.correct(text)
+    sentences = [(0, 17), (17, 27), (28, len(text))]
+    for start, end in sentences:
+        inside = [e for e in free.edits if start <= e.position < end]
+        top = sorted(inside, key=lambda e: (-e.confidence, e.position))[:2]
+        assert {e.position for e in kept.edits if start <= e.position < end} == {e.position for e in top}
+
+
+def test_batch_equals_single(wild, trained):
+    texts = [MIXED, NASTY, WRONG, "", "今天天气很好", RIGHT * 30, "北京"]
+    for corrector in (wild, trained):
+        singles = [corrector.correct(t) for t in texts]
+        for batch_size in (1, 3, 32):
+            batched = corrector.correct_batch(texts, batch_size=batch_size)
+            assert [r.target for r in batched] == [r.target for r in singles]
+            assert [[(e.position, e.target) for e in r.edits] for r in batched] == [
+                [(e.position, e.target) for e in r.edits] for r in singles
+            ]
+
+
+def test_thread_safety(trained, wild):
+    texts = [WRONG, MIXED, NASTY, RIGHT, "少先队员因该为老人让坐。" * 5] * 3
+    expected = {id(c): [r.to_dict() for r in c.correct_batch(texts)] for c in (trained, wild)}
+
+    def work(args):
+        corrector, i = args
+        return id(corrector), i, corrector.correct(texts[i]).to_dict()
+
+    jobs = [(c, i) for c in (trained, wild) for i in range(len(texts))] * 2
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        for key, i, got in pool.map(work, jobs):
+            assert got == expected[key][i]
+
+
+def test_proper_nouns_are_protected(tiny_model_dir, wild, confusion):
+    text = "张三和李四在上海工作，王小明去了北京大学。"
+    nouns = proper_noun_offsets(text)
+    assert {text.index("上"), text.index("海"), text.index("北"), text.index("学")} <= nouns
+    assert text.index("工") not in nouns and text.index("在") not in nouns
+    assert proper_noun_offsets("坤难") == set()  # no HMM: a typo is not a place name
+
+    scored = wild.score_candidates([text])
+    flags = {c.position: c.features["proper_noun"] for c in scored}
+    assert flags[text.index("海")] == 1.0 and flags[text.index("工")] == 0.0
+    # The default weight makes an edit inside a name less confident than the same evidence elsewhere.
+    assert wild.scorer.weights["proper_noun"] < 0
+
+    veto = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
+                     config=CorrectorConfig(veto_proper_nouns=True, max_edits_per_sentence=10_000))
+    edited = {e.position for e in veto.correct(text).edits}
+    assert edited and not edited & nouns
+
+
+def test_rejects_non_strings(wild):
+    with pytest.raises(TypeError):
+        wild.correct_batch(["好", None])
