@@ -25,13 +25,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")
     p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")
-    p.add_argument("--max-wait-ms", type=float, help="longest wait for a batch to fill (default 3)")
+    p.add_argument("--max-wait-ms", type=float, help="longest wait for a batch to fill (default 10)")
     p.add_argument("--max-text-chars", type=int, help="longest accepted text (default 10000)")
     p.add_argument("--max-texts", type=int, help="most texts per request (default 64)")
     p.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 4 MiB)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None,
                    help="skip the warm-up correction at start-up")
     p.add_argument("--log-level", help="uvicorn log level (default info)")
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=None,
+                   help="log every request (default on)")
     return p.parse_args(argv)
 
 
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         port=settings.port,
         workers=settings.workers,
         log_level=settings.log_level,
+        access_log=settings.access_log,
     )
 
 

@@ -1,10 +1,11 @@
 """Micro-batching: concurrent requests share forward passes, off the event loop.
 
-One worker task pulls submissions from a queue. It takes the oldest one, then keeps collecting
-until `max_batch_size` texts are gathered or `max_wait_ms` has passed *since the oldest
-submission arrived*. Submissions that queued up while the previous batch was running are
-therefore already past their deadline and go straight into the next batch: the wait only costs
-latency when the service is nearly idle, and under load batches fill themselves.
+One worker task pulls submissions from a queue. It takes the oldest one plus everything already
+queued (up to `max_batch_size` texts): requests that arrived while the previous batch was running
+join for free, so under load batches fill themselves. It waits for more - at most `max_wait_ms`
+*since the oldest submission arrived* - only while the batch is smaller than the previous one, so
+a lone client pays no waiting at all, while a group of clients answered together is gathered
+again as its next requests trickle in.
 
 The collected submissions are grouped by threshold (a corrector call has one threshold) and each
 group is one `correct_batch` call on a single inference thread, so torch gets the cores and the
@@ -60,7 +61,7 @@ class Batcher:
         *,
         enabled: bool = True,
         max_batch_size: int = 32,
-        max_wait_ms: float = 3.0,
+        max_wait_ms: float = 10.0,
         max_queue_texts: int = 2048,
         metrics: Metrics | None = None,
     ) -> None:
@@ -75,6 +76,7 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csc-inference")
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         self._queued_texts = 0
+        self._expected_texts = 1
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -140,21 +142,29 @@ class Batcher:
         return list(results)
 
     async def _collect(self) -> list[_Submission]:
-        """The next batch: the oldest submission plus whatever joins before its deadline."""
+        """The next batch: the oldest submission, everything already queued, and - only when the
+        previous batch suggests more company is coming - whatever joins before the deadline."""
         first = await self._queue.get()
         batch, n_texts = [first], len(first.texts)
+        # Expect as many texts as the previous batch had. A lone client (previous batch of one)
+        # then never waits, while closed-loop clients that were answered together, and are now
+        # sending their next requests a few hundred microseconds apart, are gathered again.
+        target = min(self.max_batch_size, self._expected_texts)
         deadline = first.enqueued + self.max_wait
         while n_texts < self.max_batch_size:
-            remaining = deadline - time.perf_counter()
             try:
-                if remaining > 0:
+                item = self._queue.get_nowait()  # already waiting: free to include
+            except asyncio.QueueEmpty:
+                remaining = deadline - time.perf_counter()
+                if n_texts >= target or remaining <= 0:
+                    break
+                try:
                     item = await asyncio.wait_for(self._queue.get(), remaining)
-                else:
-                    item = self._queue.get_nowait()  # already late: take only what is waiting
-            except (TimeoutError, asyncio.QueueEmpty):
-                break
+                except TimeoutError:
+                    break
             batch.append(item)
             n_texts += len(item.texts)
+        self._expected_texts = max(1, n_texts)
         return batch
 
     async def _run_forever(self) -> None:

@@ -479,3 +479,46 @@ def test_tiny_model_accepts_a_text_at_the_default_limit(tiny_client):
     r = tiny_client.post("/correct", json={"text": text})
     assert r.status_code == 200
     assert r.json()["source"] == text and len(r.json()["target"]) == len(text)
+
+
+# --- the batcher's waiting policy ----------------------------------------------------------
+
+
+def test_lone_request_does_not_wait_for_company():
+    from service.batching import Batcher
+
+    async def scenario() -> float:
+        batcher = Batcher(FakeCorrector(), max_wait_ms=1000)
+        await batcher.start()
+        try:
+            start = time.perf_counter()
+            await batcher.correct(["因该"])
+            return time.perf_counter() - start
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) < 0.5  # far below max_wait: nothing suggested more was coming
+
+
+def test_clients_answered_together_are_gathered_again():
+    from service.batching import Batcher
+
+    fake = FakeCorrector()
+
+    async def scenario() -> None:
+        batcher = Batcher(fake, max_wait_ms=2000)
+        await batcher.start()
+        try:
+            # Four requests queued at once form one batch: "expect four next time".
+            await asyncio.gather(*(batcher.correct([f"{i}"]) for i in range(4)))
+
+            async def late(i: int) -> None:
+                await asyncio.sleep(0.05 * i)  # the next round trickles in over 150 ms
+                await batcher.correct([f"late{i}"])
+
+            await asyncio.gather(*(late(i) for i in range(4)))
+        finally:
+            await batcher.stop()
+
+    asyncio.run(scenario())
+    assert [len(texts) for texts, _ in fake.calls] == [4, 4]
