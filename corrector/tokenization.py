@@ -36,9 +36,7 @@ def is_cjk(char: str) -> bool:
 
 
 def normalize_char(char: str) -> str:
-    """The lookup form of a character: full-width ASCII folded to half-width (NFKC)."""
-    if is_cjk(char):
-        return char
+    """A character's fallback lookup form: full-width ASCII folded to half-width (NFKC)."""
     folded = unicodedata.normalize("NFKC", char)
     return folded if len(folded) == 1 else char
 
@@ -72,10 +70,14 @@ class CharTokenizer:
         cached = self._cache.get(char)
         if cached is not None:
             return cached
-        token = normalize_char(char)
-        token_id = self.vocab.get(token)
+        # Exact character first (keeps Chinese punctuation such as ，！ distinct), then its
+        # half-width form (Ａ -> A), then lower case for uncased hub vocabularies.
+        token_id = self.vocab.get(char)
         if token_id is None:
-            token_id = self.vocab.get(token.lower(), self.unk_token_id)
+            folded = normalize_char(char)
+            token_id = self.vocab.get(folded)
+            if token_id is None:
+                token_id = self.vocab.get(folded.lower(), self.unk_token_id)
         self._cache[char] = token_id
         return token_id
 

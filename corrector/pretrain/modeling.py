@@ -9,7 +9,7 @@ generator projects it to its own hidden size).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -83,28 +83,8 @@ def build_pair(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tup
     return discriminator, generator
 
 
-class ElectraPair(nn.Module):
-    """Both halves under one module so one optimizer / DDP wrapper sees every parameter once."""
-
-    def __init__(self, discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM) -> None:
-        super().__init__()
-        self.discriminator = discriminator
-        self.generator = generator
-
-
-def size_from_configs(disc_config: ElectraConfig, gen_config: ElectraConfig) -> dict:
-    return {
-        "discriminator": {k: getattr(disc_config, k) for k in ("num_hidden_layers", "hidden_size", "embedding_size", "vocab_size")},
-        "generator_hidden": gen_config.hidden_size,
-    }
-
-
 def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
-
-
-def preset_dict(name: str) -> dict:
-    return asdict(PRESETS[name])
 
 
 @torch.no_grad()

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..tokenization import SPECIAL_TOKENS, is_cjk, normalize_char
+from ..tokenization import SPECIAL_TOKENS, is_cjk
 
 # Punctuation and symbols common in Chinese text; kept as their own tokens (not folded).
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》〈〉【】「」『』—…·～￥％〇"
@@ -23,7 +23,7 @@ ASCII_BASE = string.digits + string.ascii_letters + string.punctuation
 def count_characters(lines: Iterable[str]) -> Counter:
     counts: Counter = Counter()
     for line in lines:
-        counts.update(normalize_char(ch) for ch in line if not ch.isspace())
+        counts.update(ch for ch in line if not ch.isspace())
     return counts
 
 

@@ -1,0 +1,162 @@
+"""Corpus pipeline: stream text files, split into sentences, pack into fixed-length sequences,
+tokenize once into a cached memmap so later epochs (and resumed runs) do no tokenization.
+
+Every sequence is `[CLS] chars… [SEP] [PAD]…` of exactly `max_length` ids, packed from
+consecutive sentences, with the same one-id-per-character mapping the corrector uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..tokenization import CharTokenizer
+
+SENTENCE_END = re.compile(r"(?<=[。！？；!?;…])")
+TEXT_SUFFIXES = {".txt", ".text", ".tsv", ".md"}
+
+
+@dataclass
+class CorpusStats:
+    files: int = 0
+    lines: int = 0
+    bad_encoding: int = 0
+    empty: int = 0
+    sentences: int = 0
+    characters: int = 0
+    sequences: int = 0
+    unknown: int = 0  # characters mapped to [UNK]
+    bad_lines: list[str] = field(default_factory=list)  # first few "file:line" with invalid UTF-8
+
+    def summary(self) -> str:
+        return (
+            f"{self.files} files, {self.lines} lines ({self.bad_encoding} invalid UTF-8 and {self.empty} empty "
+            f"skipped), {self.sentences} sentences, {self.characters} characters "
+            f"({self.unknown} unknown), {self.sequences} sequences"
+        )
+
+
+def list_corpus_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand directories (recursively, text files only) and keep a stable order."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"corpus path does not exist: {path}")
+    if not files:
+        raise ValueError(f"no text files found in corpus paths: {[str(p) for p in paths]}")
+    return files
+
+
+def iter_lines(files: list[Path], stats: CorpusStats, halfwidth: bool = False) -> Iterator[str]:
+    """Decoded, stripped, non-empty lines; invalid UTF-8 and empty lines are counted and skipped."""
+    for path in files:
+        stats.files += 1
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                stats.lines += 1
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    stats.bad_encoding += 1
+                    if len(stats.bad_lines) < 10:
+                        stats.bad_lines.append(f"{path}:{number}")
+                    continue
+                if not line:
+                    stats.empty += 1
+                    continue
+                if halfwidth:
+                    line = to_halfwidth(line)
+                yield line
+
+
+def to_halfwidth(text: str) -> str:
+    """Full-width ASCII forms (Ａ１！) to half-width; Chinese punctuation (，。) is kept."""
+    return "".join(unicodedata.normalize("NFKC", ch) if 0xFF01 <= ord(ch) <= 0xFF5E and ch not in "，！？；：（）" else ch for ch in text)
+
+
+def split_sentences(line: str) -> list[str]:
+    return [s for s in SENTENCE_END.split(line) if s.strip()]
+
+
+def pack_sequences(lines: Iterable[str], tokenizer: CharTokenizer, max_length: int, stats: CorpusStats) -> Iterator[list[int]]:
+    """Greedily pack consecutive sentences into `[CLS] … [SEP]` sequences of ≤ max_length ids."""
+    body = max_length - 2
+    current: list[int] = []
+    for line in lines:
+        for sentence in split_sentences(line):
+            ids = tokenizer.encode(sentence).ids
+            if not ids:
+                continue
+            stats.sentences += 1
+            stats.characters += len(ids)
+            stats.unknown += sum(1 for i in ids if i == tokenizer.unk_token_id)
+            if current and len(current) + len(ids) > body:
+                yield tokenizer.with_special_tokens(current)
+                current = []
+            while len(ids) > body:  # a sentence longer than a window: hard split
+                yield tokenizer.with_special_tokens(ids[:body])
+                ids = ids[body:]
+            current.extend(ids)
+    if current:
+        yield tokenizer.with_special_tokens(current)
+
+
+def corpus_fingerprint(files: list[Path], tokenizer: CharTokenizer, max_length: int, halfwidth: bool) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path.resolve()}|{stat.st_size}|{int(stat.st_mtime)}\n".encode())
+    vocab = sorted(tokenizer.vocab.items(), key=lambda item: item[1])
+    digest.update(json.dumps(vocab, ensure_ascii=False).encode())
+    digest.update(f"{max_length}|{halfwidth}|v1".encode())
+    return digest.hexdigest()[:16]
+
+
+def build_token_cache(
+    corpus: list[str | Path],
+    tokenizer: CharTokenizer,
+    cache_dir: str | Path,
+    max_length: int = 128,
+    halfwidth: bool = False,
+    log=print,
+) -> np.ndarray:
+    """Return the (sequences, max_length) id array, building `cache_dir/<hash>.npy` on first use."""
+    files = list_corpus_files(corpus)
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = corpus_fingerprint(files, tokenizer, max_length, halfwidth)
+    cache_file = cache_dir / f"tokens-{key}.npy"
+    if cache_file.exists():
+        array = np.load(cache_file, mmap_mode="r")
+        log(f"token cache: {cache_file} ({array.shape[0]} sequences of {max_length})")
+        return array
+    dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max else np.uint32
+    stats = CorpusStats()
+    rows = [np.asarray(seq, dtype=dtype) for seq in pack_sequences(iter_lines(files, stats, halfwidth), tokenizer, max_length, stats)]
+    stats.sequences = len(rows)
+    if not rows:
+        raise ValueError(f"corpus is empty after cleaning: {stats.summary()}")
+    array = np.full((len(rows), max_length), tokenizer.pad_token_id, dtype=dtype)
+    for index, row in enumerate(rows):
+        array[index, : len(row)] = row
+    tmp = cache_file.with_suffix(".tmp.npy")
+    np.save(tmp, array)
+    os.replace(tmp, cache_file)  # atomic: a killed run never leaves a half-written cache
+    (cache_dir / f"tokens-{key}.json").write_text(json.dumps(asdict(stats), ensure_ascii=False, indent=1))
+    log(f"corpus: {stats.summary()}")
+    if stats.bad_lines:
+        log(f"invalid UTF-8 lines (first {len(stats.bad_lines)}): {', '.join(stats.bad_lines)}")
+    return np.load(cache_file, mmap_mode="r")

@@ -1,0 +1,233 @@
+"""ELECTRA replaced-token-detection pre-training, one explicit loop.
+
+    masked  = mask 15% of positions (85% -> [MASK], 15% kept as they are)
+    gen     = generator(masked); vocabulary projection ONLY at masked positions
+    sampled = multinomial(softmax(gen logits))           # temperature 1, no gradient
+    corrupt = original with masked positions := sampled
+    labels  = corrupt != original                         # a sampled original is "original"
+    loss    = MLM(gen, original) + λ · BCE(discriminator(corrupt), labels)      (λ = 50)
+
+Runs on 1 CPU, N GPUs or several nodes through Hugging Face Accelerate (`accelerate launch` or
+torchrun): each process reads its own shard of a seeded batch order, DDP averages gradients.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..tokenization import CharTokenizer
+from ..training import (
+    BatchOrder,
+    latest_checkpoint,
+    linear_schedule,
+    load_checkpoint,
+    make_optimizer,
+    run_loop,
+    write_weight_fingerprint,
+)
+from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, save_pair, tie_embeddings
+
+
+@dataclass
+class PretrainConfig:
+    corpus: list[str] = field(default_factory=list)
+    output: str = "runs/pretrain"
+    vocab: str | None = None  # tokenizer dir; default: built from the corpus into OUTPUT
+    init: str | None = None  # continue from a model dir or hub id (its tokenizer is used)
+    preset: str = "small"
+    generator_size: float | None = None  # overrides the preset's fraction of the width
+    max_length: int = 128
+    batch_size: int = 32  # per process, per micro-step
+    grad_accum: int = 1
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 1000
+    max_steps: int = 10000
+    mask_prob: float = 0.15
+    mask_token_prob: float = 0.85  # of masked positions; the rest keep their token
+    disc_weight: float = 50.0
+    temperature: float = 1.0
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    save_every: int = 500
+    log_every: int = 20
+    resume: bool = False
+    compile: bool = False
+    bf16: bool = True  # autocast in bf16 on GPU (ignored on CPU)
+    cpu: bool = False
+    halfwidth: bool = False
+    min_count: int = 2  # vocabulary: minimum corpus count of a CJK character
+    max_minutes: float | None = None  # stop (with a checkpoint) after this wall time
+
+
+# --- the objective ------------------------------------------------------------------------
+
+
+def mask_positions(input_ids: torch.Tensor, special_ids: list[int], cfg: PretrainConfig, mask_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(generator input, bool mask of the positions to predict)."""
+    candidates = ~torch.isin(input_ids, torch.tensor(special_ids, device=input_ids.device))
+    chosen = (torch.rand(input_ids.shape, device=input_ids.device) < cfg.mask_prob) & candidates
+    use_mask_token = chosen & (torch.rand(input_ids.shape, device=input_ids.device) < cfg.mask_token_prob)
+    masked = input_ids.masked_fill(use_mask_token, mask_token_id)
+    return masked, chosen
+
+
+def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Discriminator input and labels: 1 where the token now differs from the original. A sample
+    that happens to equal the original token is labelled original, as in ELECTRA."""
+    corrupted = input_ids.clone()
+    corrupted[positions] = sampled
+    return corrupted, (corrupted != input_ids).float()
+
+
+def generator_logits_at(generator, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Generator logits only for `positions` (bool), shape (n_masked, vocab).
+
+    Projecting every position onto the vocabulary is most of a naive MLM step's cost; ELECTRA
+    only needs the masked ~15%, so we gather hidden states first and project those."""
+    hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    hidden = generator.generator_predictions(hidden[positions])
+    return generator.generator_lm_head(hidden)
+
+
+class ReplacedTokenDetection(nn.Module):
+    """Generator + discriminator whose forward is the whole ELECTRA objective, so a DDP wrapper
+    around it prepares gradient reduction for both halves in one call."""
+
+    def __init__(self, discriminator, generator, cfg: PretrainConfig, special_ids: list[int], mask_token_id: int) -> None:
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = generator
+        self.cfg = cfg
+        self.special_ids = special_ids
+        self.mask_token_id = mask_token_id
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        cfg = self.cfg
+        masked, positions = mask_positions(input_ids, self.special_ids, cfg, self.mask_token_id)
+        targets = input_ids[positions]
+        logits = generator_logits_at(self.generator, masked, attention_mask, positions)
+        mlm_loss = F.cross_entropy(logits.float(), targets)
+
+        with torch.no_grad():
+            probs = torch.softmax(logits.float() / cfg.temperature, dim=-1)
+            sampled = torch.multinomial(probs, 1).squeeze(-1)
+            corrupted, labels = corrupt(input_ids, positions, sampled)
+
+        disc_logits = self.discriminator(input_ids=corrupted, attention_mask=attention_mask).logits
+        active = attention_mask.bool()
+        disc_loss = F.binary_cross_entropy_with_logits(disc_logits[active].float(), labels[active])
+        loss = mlm_loss + cfg.disc_weight * disc_loss
+
+        with torch.no_grad():
+            predicted = disc_logits[active] > 0
+            truth = labels[active].bool()
+            true_positive = (predicted & truth).sum().item()
+            stats = {
+                "mlm_loss": mlm_loss.item(),
+                "disc_loss": disc_loss.item(),
+                "gen_acc": (logits.argmax(-1) == targets).float().mean().item() if targets.numel() else 0.0,
+                "replaced": truth.float().mean().item(),
+                "disc_precision": true_positive / max(1, predicted.sum().item()),
+                "disc_recall": true_positive / max(1, truth.sum().item()),
+                "tokens": int(active.sum().item()),
+            }
+        return loss, stats
+
+
+# --- model / tokenizer set-up ---------------------------------------------------------------
+
+
+def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, CharTokenizer, str]:
+    """The pair to train, its tokenizer, and the tokenizer directory to ship with it."""
+    from transformers import AutoTokenizer, ElectraForMaskedLM
+
+    from ..models import load_discriminator, resolve_model_paths
+
+    if cfg.init:
+        paths = resolve_model_paths(cfg.init)
+        discriminator = load_discriminator(paths.discriminator)
+        generator = ElectraForMaskedLM.from_pretrained(paths.generator)
+        if discriminator.config.embedding_size == generator.config.embedding_size:
+            tie_embeddings(discriminator, generator)
+        tokenizer_dir = paths.tokenizer
+        log(f"continuing from {cfg.init}")
+    else:
+        tokenizer_dir = cfg.vocab or cfg.output
+        if not (Path(tokenizer_dir) / "vocab.txt").exists():
+            from .corpus import CorpusStats, iter_lines, list_corpus_files
+            from .vocab import build_vocab, count_characters, write_tokenizer
+
+            counts = count_characters(iter_lines(list_corpus_files(cfg.corpus), CorpusStats(), cfg.halfwidth))
+            tokens = build_vocab(counts, min_count=cfg.min_count)
+            write_tokenizer(tokens, tokenizer_dir)
+            log(f"vocabulary: {len(tokens)} tokens written to {tokenizer_dir}")
+        size = ElectraSize(**asdict(PRESETS[cfg.preset]))
+        if cfg.generator_size is not None:
+            size.generator_size = cfg.generator_size
+        size.max_position_embeddings = max(size.max_position_embeddings, cfg.max_length)
+        vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))
+        discriminator, generator = build_pair(size, vocab_size)
+    for model in (discriminator, generator):
+        model.config._attn_implementation = "sdpa"  # fused attention kernel on CPU and GPU
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
+    special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
+    rtd = ReplacedTokenDetection(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
+    return rtd, tokenizer, tokenizer_dir
+
+
+# --- the loop -------------------------------------------------------------------------------
+
+
+def train(cfg: PretrainConfig) -> Path:
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    from .corpus import build_token_cache
+
+    use_bf16 = cfg.bf16 and torch.cuda.is_available() and not cfg.cpu
+    accelerator = Accelerator(mixed_precision="bf16" if use_bf16 else "no", cpu=cfg.cpu)
+    log = accelerator.print
+    output = Path(cfg.output)
+    output.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.seed + accelerator.process_index)
+
+    with accelerator.main_process_first():  # rank 0 builds the vocabulary and token cache
+        pair, tokenizer, tokenizer_dir = load_or_build(cfg, log)
+        data = build_token_cache(cfg.corpus, tokenizer, output / "cache", cfg.max_length, cfg.halfwidth, log=log)
+    log(f"discriminator {count_parameters(pair.discriminator) / 1e6:.1f}M params, "
+        f"generator {count_parameters(pair.generator) / 1e6:.1f}M, pair {count_parameters(pair) / 1e6:.1f}M (shared embeddings)")
+
+    optimizer = make_optimizer(pair, cfg.lr, cfg.weight_decay)
+    scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
+    order = BatchOrder(len(data), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)
+    step = 0
+    if cfg.resume and (checkpoint := latest_checkpoint(output)) is not None:
+        step, extra = load_checkpoint(checkpoint, accelerator, pair, optimizer, scheduler)
+        order.position = extra["position"]
+        log(f"resumed from {checkpoint} at step {step}")
+    model = torch.compile(pair) if cfg.compile else pair
+    model, optimizer = accelerator.prepare(model, optimizer)
+    if accelerator.is_main_process:
+        (output / "pretrain_config.json").write_text(json.dumps(asdict(cfg), indent=1))
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        batch = torch.from_numpy(data[order.next_indices()].astype(np.int64)).to(accelerator.device)
+        return batch, (batch != tokenizer.pad_token_id).long()
+
+    run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="pretrain")
+    write_weight_fingerprint(output, accelerator, model)
+    if accelerator.is_main_process:
+        final = accelerator.unwrap_model(model)
+        final = getattr(final, "_orig_mod", final)
+        save_pair(final.discriminator, final.generator, str(output), tokenizer_dir)
+        log(f"saved discriminator/ and generator/ to {output}")
+    accelerator.wait_for_everyone()
+    return output

@@ -1,0 +1,226 @@
+"""Pieces shared by pre-training and fine-tuning: optimizer + schedule, atomic checkpoints with
+resume, a resumable batch order, and a JSONL metrics log. The loops themselves stay explicit in
+`corrector/pretrain/train.py` and `corrector/finetune/train.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+CHECKPOINT_DIR = "checkpoints"
+LATEST_FILE = "latest"
+
+
+def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW without weight decay on biases and LayerNorm weights (as BERT/ELECTRA)."""
+    decay, no_decay = [], []
+    seen: set[int] = set()
+    for name, param in model.named_parameters():
+        if not param.requires_grad or id(param) in seen:
+            continue
+        seen.add(id(param))
+        (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup to the peak learning rate, then linear decay to zero at `total_steps`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@dataclass
+class BatchOrder:
+    """A seeded shuffled order over `num_rows`, sharded across processes; `position` counts
+    global batches consumed so a resumed run continues with exactly the next batch."""
+
+    num_rows: int
+    batch_size: int  # per process
+    world_size: int = 1
+    rank: int = 0
+    seed: int = 0
+    position: int = 0
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return max(1, self.num_rows // (self.batch_size * self.world_size))
+
+    def next_indices(self) -> np.ndarray:
+        epoch, index = divmod(self.position, self.batches_per_epoch)
+        order = np.random.default_rng(self.seed + epoch).permutation(self.num_rows)
+        start = (index * self.world_size + self.rank) * self.batch_size
+        self.position += 1
+        return np.sort(order[start : start + self.batch_size])  # sorted: friendlier memmap reads
+
+    @property
+    def epoch(self) -> float:
+        return self.position / self.batches_per_epoch
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(output_dir: str | Path, step: int, accelerator, model: nn.Module, optimizer, scheduler, extra: dict, keep: int = 1) -> Path:
+    """Write `checkpoints/step-N` atomically: everything goes into a temp dir, which is renamed
+    only when complete, then the `latest` pointer is replaced (os.replace is atomic). A run killed
+    at any moment leaves the previous checkpoint intact and `latest` pointing at it."""
+    root = Path(output_dir) / CHECKPOINT_DIR
+    final = root / f"step-{step:08d}"
+    tmp = root / f"step-{step:08d}.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    # Each process keeps its own RNG stream (dropout, masking, sampling).
+    torch.save(rng_state(), tmp / f"rng-{accelerator.process_index}.pt")
+    if accelerator.is_main_process:
+        state = {
+            "model": accelerator.unwrap_model(model).state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "step": step,
+            "extra": extra,
+        }
+        torch.save(state, tmp / "state.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        pointer = root / f"{LATEST_FILE}.tmp"
+        pointer.write_text(final.name)
+        os.replace(pointer, root / LATEST_FILE)
+        for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != final.name)[:-keep or None]:
+            shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    pointer = Path(output_dir) / CHECKPOINT_DIR / LATEST_FILE
+    if not pointer.exists():
+        return None
+    path = pointer.parent / pointer.read_text().strip()
+    return path if (path / "state.pt").exists() else None
+
+
+def load_checkpoint(path: Path, accelerator, model: nn.Module, optimizer, scheduler) -> tuple[int, dict]:
+    """Restore a checkpoint written by `save_checkpoint`; returns (step, extra)."""
+    state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
+    accelerator.unwrap_model(model).load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    rng_file = path / f"rng-{accelerator.process_index}.pt"
+    if rng_file.exists():
+        set_rng_state(torch.load(rng_file, weights_only=False))
+    return state["step"], state["extra"]
+
+
+class MetricsLog:
+    """Appends one JSON object per logged step to `OUT/metrics.jsonl` (main process only)."""
+
+    def __init__(self, path: str | Path, enabled: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        self.start = time.time()
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        record = {"time": round(time.time() - self.start, 2), **record}
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: BatchOrder, output: Path, step: int, desc: str) -> int:
+    """The optimisation loop both trainers share; returns the last step reached.
+
+    `model(*next_batch())` returns (loss, stats) where stats holds floats to average plus an
+    int "tokens". `cfg` supplies max_steps, grad_accum, max_grad_norm, log_every, save_every and
+    max_minutes (None = no limit). Checkpoints carry the batch order's position, so a resumed
+    run continues with exactly the next batch.
+    """
+    from contextlib import nullcontext
+
+    from tqdm.auto import tqdm
+
+    metrics = MetricsLog(Path(output) / "metrics.jsonl", enabled=accelerator.is_main_process)
+    progress = tqdm(total=cfg.max_steps, initial=step, disable=not accelerator.is_local_main_process, desc=desc)
+    window: list[dict] = []
+    started = window_start = time.time()
+    window_tokens = 0
+    model.train()
+    while step < cfg.max_steps:
+        for micro in range(cfg.grad_accum):
+            # Only the last micro-step of an accumulation synchronises gradients across processes.
+            sync = accelerator.no_sync(model) if micro < cfg.grad_accum - 1 else nullcontext()
+            with sync:
+                loss, stats = model(*next_batch())
+                accelerator.backward(loss / cfg.grad_accum)
+            window.append(stats)
+            window_tokens += stats["tokens"] * accelerator.num_processes
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        progress.update(1)
+
+        if step % cfg.log_every == 0 or step == cfg.max_steps:
+            elapsed = time.time() - window_start
+            record = {k: float(np.mean([w[k] for w in window])) for k in window[0] if k != "tokens"}
+            record.update(step=step, lr=scheduler.get_last_lr()[0], grad_norm=float(grad_norm),
+                          tokens_per_s=window_tokens / max(elapsed, 1e-9), epoch=order.epoch)
+            metrics.write(record)
+            shown = {k: f"{record[k]:.3g}" for k in list(record)[:4]}
+            progress.set_postfix(tok_s=f"{record['tokens_per_s']:.0f}", **shown)
+            window, window_start, window_tokens = [], time.time(), 0
+        out_of_time = cfg.max_minutes is not None and (time.time() - started) / 60 >= cfg.max_minutes
+        if step % cfg.save_every == 0 or step == cfg.max_steps or out_of_time:
+            save_checkpoint(output, step, accelerator, model, optimizer, scheduler, {"position": order.position})
+        if out_of_time:
+            accelerator.print(f"stopping after {cfg.max_minutes} minutes at step {step}; rerun with --resume to continue")
+            break
+    progress.close()
+    return step
+
+
+def write_weight_fingerprint(output: Path, accelerator, model: nn.Module) -> None:
+    """Each process writes a hash of its weights, so a multi-process run can be checked for
+    replicas that drifted apart (they must all be identical under DDP)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(accelerator.unwrap_model(model).state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().numpy().tobytes())
+    folder = Path(output) / "ranks"
+    folder.mkdir(exist_ok=True)
+    (folder / f"rank-{accelerator.process_index}.json").write_text(json.dumps({"sha256": digest.hexdigest()}))

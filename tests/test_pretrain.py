@@ -1,0 +1,231 @@
+"""ELECTRA pre-training module: objective, vocabulary, corpus cache, resume, multi-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer, BertTokenizerFast
+
+from corrector.pretrain.corpus import build_token_cache
+from corrector.pretrain.modeling import PRESETS, build_pair
+from corrector.pretrain.train import PretrainConfig, ReplacedTokenDetection, corrupt, mask_positions, train
+from corrector.pretrain.vocab import build_vocab, count_characters, write_tokenizer
+from corrector.tokenization import CharTokenizer
+from corrector.training import latest_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TOY_CORPUS = "\n".join(
+    [
+        "少先队员应该为老人让座。我们一起去公园散步！今天天气很好。",
+        "他的作业做得很认真。北京是中国的首都；上海是一座大城市。",
+        "我在2024年用iPhone打电话给Tom，他说应该没问题。",
+        "",  # empty lines are skipped and counted
+    ]
+    * 40
+)
+
+
+@pytest.fixture()
+def toy_corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(TOY_CORPUS, encoding="utf-8")
+    return path
+
+
+def tiny_config(corpus: Path, output: Path, **overrides) -> PretrainConfig:
+    values = dict(corpus=[str(corpus)], output=str(output), preset="tiny", max_length=32, batch_size=8,
+                  lr=2e-3, warmup_steps=2, max_steps=6, save_every=3, log_every=1, min_count=1, cpu=True)
+    values.update(overrides)
+    return PretrainConfig(**values)
+
+
+def test_masking_statistics():
+    torch.manual_seed(0)
+    cfg = PretrainConfig()
+    ids = torch.randint(5, 1000, (64, 128))
+    ids[:, 0], ids[:, -1] = 2, 3
+    ids[:, -10:-1] = 0  # padding
+    masked, chosen = mask_positions(ids, [2, 3, 0], cfg, mask_token_id=4)
+    candidates = (ids > 4)
+    assert not chosen[~candidates].any(), "special tokens and padding are never masked"
+    share = chosen.sum().item() / candidates.sum().item()
+    assert 0.14 < share < 0.16
+    mask_share = (masked[chosen] == 4).float().mean().item()
+    assert 0.82 < mask_share < 0.88  # 85% [MASK], the rest keep their original token
+    kept = chosen & (masked != 4)
+    assert torch.equal(masked[kept], ids[kept])
+    assert torch.equal(masked[~chosen], ids[~chosen])
+
+
+def test_labels_mark_only_real_replacements():
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    positions = torch.tensor([[False, True, True, False, False]])
+    sampled = torch.tensor([10, 99])  # first sample equals the original token
+    corrupted, labels = corrupt(ids, positions, sampled)
+    assert corrupted.tolist() == [[2, 10, 99, 12, 3]]
+    assert labels.tolist() == [[0.0, 0.0, 1.0, 0.0, 0.0]]
+
+
+def test_embeddings_are_shared_and_stay_shared():
+    discriminator, generator = build_pair(PRESETS["tiny"], vocab_size=100)
+    disc_emb, gen_emb = discriminator.electra.embeddings, generator.electra.embeddings
+    assert disc_emb.word_embeddings.weight is gen_emb.word_embeddings.weight
+    assert disc_emb.position_embeddings.weight is gen_emb.position_embeddings.weight
+    assert generator.generator_lm_head.weight is disc_emb.word_embeddings.weight
+    assert generator.config.hidden_size == discriminator.config.hidden_size // 2  # tiny: 1/2 width
+    rtd = ReplacedTokenDetection(discriminator, generator, PretrainConfig(), [2, 3, 0], 4)
+    names = [n for n, _ in rtd.named_parameters()]
+    assert sum("word_embeddings" in n for n in names) == 1, "one parameter, seen once by the optimizer"
+    loss, _ = rtd(torch.randint(5, 100, (4, 16)), torch.ones(4, 16, dtype=torch.long))
+    loss.backward()
+    assert disc_emb.word_embeddings.weight.grad is not None
+
+
+def test_vocab_round_trip_and_alignment(tmp_path: Path):
+    text = "我在2024年用iPhone打电话给Tom，他说因该没问题。"
+    tokens = build_vocab(count_characters([text]), min_count=1)
+    write_tokenizer(tokens, tmp_path)
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert isinstance(loaded, BertTokenizerFast)
+    assert [loaded.convert_ids_to_tokens(i) for i in range(len(tokens))] == tokens
+    assert loaded.tokenize("少先队员") == ["[UNK]", "[UNK]", "[UNK]", "[UNK]"]  # unseen chars
+    chars = CharTokenizer(loaded)
+    encoding = chars.encode(text)
+    assert len(encoding.ids) == len(text)
+    assert [text[i] for i in encoding.offsets] == list(text)
+    assert [chars.token(i) for i in encoding.ids] == list(text)
+
+
+def test_corpus_cache_counts_bad_lines_and_is_reused(tmp_path: Path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes("今天天气很好。\n\n".encode() + b"\xff\xfe bad\n" + "我们去公园散步！".encode() + b"\n")
+    tokens = build_vocab(count_characters(["今天天气很好我们去公园散步"]), min_count=1)
+    write_tokenizer(tokens, tmp_path / "tok")
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(str(tmp_path / "tok")))
+    messages: list[str] = []
+    data = build_token_cache([corpus], tokenizer, tmp_path / "cache", max_length=20, log=messages.append)
+    assert data.shape == (1, 20) and data.dtype == np.uint16
+    assert data[0, 0] == tokenizer.cls_token_id and tokenizer.sep_token_id in data[0]
+    stats = json.loads(next((tmp_path / "cache").glob("*.json")).read_text())
+    assert stats["bad_encoding"] == 1 and stats["empty"] == 1 and stats["sentences"] == 2
+    assert any("c.txt:3" in m for m in messages), "the invalid line is named with its number"
+    build_token_cache([corpus], tokenizer, tmp_path / "cache", max_length=20, log=messages.append)
+    assert "token cache:" in messages[-1]
+
+
+def test_empty_corpus_is_a_clear_error(tmp_path: Path):
+    corpus = tmp_path / "empty.txt"
+    corpus.write_text("\n\n", encoding="utf-8")
+    tokens = build_vocab(count_characters(["你好"]), min_count=1)
+    write_tokenizer(tokens, tmp_path / "tok")
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(str(tmp_path / "tok")))
+    with pytest.raises(ValueError, match="corpus is empty"):
+        build_token_cache([corpus], tokenizer, tmp_path / "cache")
+
+
+def test_loss_decreases_on_toy_corpus(toy_corpus: Path, tmp_path: Path):
+    out = tmp_path / "run"
+    train(tiny_config(toy_corpus, out, max_steps=40, save_every=100, log_every=5, warmup_steps=4))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["mlm_loss"] < records[0]["mlm_loss"] - 0.5
+    assert records[-1]["disc_loss"] < records[0]["disc_loss"]
+    for key in ("gen_acc", "disc_precision", "disc_recall", "tokens_per_s", "lr"):
+        assert key in records[-1]
+    # The final model loads with plain transformers and with the corrector's loader.
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    from corrector.models import load_model
+
+    ElectraForPreTraining.from_pretrained(str(out / "discriminator"))
+    ElectraForMaskedLM.from_pretrained(str(out / "generator"))
+    bundle = load_model(str(out))
+    assert bundle.tokenizer.vocab_size == len((out / "vocab.txt").read_text(encoding="utf-8").split())
+
+
+def _weights(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "discriminator" / "model.safetensors"))
+
+
+def test_resume_gives_identical_weights(toy_corpus: Path, tmp_path: Path):
+    straight = tmp_path / "straight"
+    train(tiny_config(toy_corpus, straight, max_steps=6, save_every=100))
+    resumed = tmp_path / "resumed"
+    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=3, max_minutes=0.0))  # stops after step 1
+    first_stop = latest_checkpoint(resumed)
+    assert first_stop is not None and first_stop.name == "step-00000001"
+    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=3, resume=True))
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def _run_module(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, **kwargs)
+
+
+def test_sigkill_mid_training_then_resume(toy_corpus: Path, tmp_path: Path):
+    out = tmp_path / "killed"
+    args = ["corrector.pretrain", "train", "--corpus", str(toy_corpus), "--output", str(out), "--preset", "tiny",
+            "--max-length", "32", "--batch-size", "8", "--max-steps", "400", "--save-every", "2", "--log-every", "1",
+            "--min-count", "1", "--cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        checkpoint = latest_checkpoint(out)
+        if checkpoint is not None and int(checkpoint.name.split("-")[1]) >= 4:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = latest_checkpoint(out)
+    assert killed_at is not None, "a checkpoint was written before the kill"
+    state = torch.load(killed_at / "state.pt", weights_only=False)  # not corrupted
+    assert state["step"] == int(killed_at.name.split("-")[1])
+    done = _run_module([*args, "--max-steps", "12", "--resume"], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resumed from {killed_at}" in done.stdout + done.stderr
+    final = latest_checkpoint(out)
+    assert final is not None and final.name == "step-00000012"
+    assert not list((out / "checkpoints").glob("*.tmp")), "no half-written checkpoint is left"
+
+
+def test_two_process_accelerate_run_keeps_replicas_identical(toy_corpus: Path, tmp_path: Path):
+    if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
+        pytest.skip("accelerate launcher not installed")
+    launcher = str(Path(sys.executable).parent / "accelerate")
+    out = tmp_path / "ddp"
+    command = [launcher, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+               "--dynamo_backend", "no", "-m", "corrector.pretrain", "train", "--corpus", str(toy_corpus),
+               "--output", str(out), "--preset", "tiny", "--max-length", "32", "--batch-size", "4",
+               "--max-steps", "3", "--save-every", "3", "--min-count", "1", "--cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fingerprints = [json.loads((out / "ranks" / f"rank-{r}.json").read_text())["sha256"] for r in (0, 1)]
+    assert fingerprints[0] == fingerprints[1]
+    assert latest_checkpoint(out).name == "step-00000003"
+
+
+def test_cli_help_documents_every_option():
+    done = _run_module(["corrector.pretrain", "train", "--help"], timeout=60)
+    assert done.returncode == 0
+    for flag in ("--corpus", "--init", "--resume", "--preset", "--generator-size", "--disc-weight", "--grad-accum",
+                 "--save-every", "--max-steps", "--compile", "--bf16"):
+        assert flag in done.stdout
