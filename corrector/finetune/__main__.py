@@ -1,0 +1,120 @@
+"""`python -m corrector.finetune {synth,train,calibrate}` — spelling-correction fine-tuning.
+
+Examples:
+    python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
+    python -m corrector.finetune train --init runs/pretrain --output runs/finetune \\
+        --train runs/synth.tsv ../shared/data/csc/sighan/train2015.tsv … --dev-from ../shared/data/csc/sighan/train2015.tsv …
+    python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from dataclasses import fields
+
+from .train import FinetuneConfig
+
+HELP = {
+    "train": "training data files (TSV label/source/target, source/target, JSON/JSONL, SIGHAN pairs)",
+    "init": "pre-trained model directory (discriminator/ + generator/) or hub discriminator id",
+    "output": "output directory: checkpoints/, metrics.jsonl, dev.tsv, the fine-tuned model",
+    "dev_from": "training files that give up --dev-share of their pairs to the calibration dev set",
+    "dev_share": "share of each --dev-from file held out as dev",
+    "max_length": "longest sequence incl. [CLS]/[SEP]; longer sentences are split into windows",
+    "batch_size": "sentences per process per micro-step",
+    "grad_accum": "micro-steps per optimizer step",
+    "lr": "peak learning rate (AdamW)",
+    "weight_decay": "AdamW weight decay",
+    "warmup_steps": "linear warmup steps, then linear decay to 0 at --max-steps",
+    "max_steps": "optimizer steps in total",
+    "extra_mask_prob": "share of correct positions also masked for the generator",
+    "disc_weight": "λ: weight of the detection loss",
+    "max_grad_norm": "gradient clipping norm",
+    "seed": "random seed (dev split, data order, masking)",
+    "save_every": "checkpoint every N steps (atomic)",
+    "log_every": "metrics.jsonl / progress every N steps",
+    "resume": "continue from OUTPUT/checkpoints/latest",
+    "cpu": "force the CPU",
+    "bf16": "bf16 autocast on GPU",
+    "max_minutes": "stop after this many minutes with a checkpoint",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    synth = commands.add_parser("synth", help="make synthetic error/correct pairs from clean text")
+    synth.add_argument("--corpus", nargs="+", required=True, help="clean text files or directories")
+    synth.add_argument("--output", required=True, help="TSV to write (label<TAB>source<TAB>target)")
+    synth.add_argument("--size", type=int, default=50000, help="sentences to sample (default: 50000)")
+    synth.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    synth.add_argument("--error-free", type=float, default=0.3, help="share of sentences left error-free (default: 0.3)")
+    synth.add_argument("--vocab", help="model/tokenizer dir: only characters of its vocabulary become substitutes")
+
+    train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
+    defaults = FinetuneConfig()
+    for f in fields(FinetuneConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        if f.name in ("train", "dev_from"):
+            train.add_argument(flag, nargs="+", required=f.name == "train", default=[], help=HELP[f.name])
+        elif isinstance(default, bool):
+            train.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[f.name])
+        else:
+            kind = float if f.name == "max_minutes" else type(default)
+            train.add_argument(flag, type=kind, default=default, help=f"{HELP[f.name]} (default: {default})")
+
+    cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
+    cal.add_argument("--model", required=True, help="fine-tuned model directory")
+    cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
+    cal.add_argument("--batch-size", type=int, default=32)
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "synth":
+            return run_synth(args)
+        if args.command == "train":
+            from .train import train as run_training
+
+            run_training(FinetuneConfig(**{f.name: getattr(args, f.name) for f in fields(FinetuneConfig)}))
+            return 0
+        from .calibrate import calibrate
+
+        calibrate(args.model, args.dev, batch_size=args.batch_size)
+        return 0
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from ..confusion import ConfusionSet
+    from .synth import ErrorSynthesizer, SynthConfig, iter_sentences, reservoir_sample, write_pairs
+
+    rest = 1.0 - args.error_free
+    config = SynthConfig(error_counts=(args.error_free, rest * 0.64, rest * 0.24, rest * 0.12), seed=args.seed)
+    allowed = None
+    if args.vocab:
+        from transformers import AutoTokenizer
+
+        from ..tokenization import is_cjk
+
+        vocab = AutoTokenizer.from_pretrained(args.vocab).get_vocab()
+        allowed = sorted((t for t in vocab if is_cjk(t)), key=vocab.__getitem__)  # our vocabularies are frequency-ordered
+    synthesizer = ErrorSynthesizer(ConfusionSet.build(), allowed=allowed, config=config)
+    sentences = reservoir_sample(iter_sentences(args.corpus, synthesizer), args.size, random.Random(args.seed))
+    if not sentences:
+        raise ValueError(f"no usable sentences in {args.corpus}")
+    count = write_pairs(args.output, ((synthesizer.corrupt(s), s) for s in sentences))
+    stats = synthesizer.stats
+    print(f"{count} pairs -> {args.output}: {stats.with_errors} with errors "
+          f"({stats.with_errors / max(1, stats.sentences):.1%}), substitutions {stats.substitutions}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Calibrate the scorer on a dev split carved from the TRAINING data (never a test set).
+
+1. Weights: run the pipeline on the dev sources at a permissive detection threshold, label every
+   scored candidate (1 = it is the gold character at an error position), fit the scorer's
+   logistic regression (`Scorer.fit`).
+2. Thresholds: for each detection threshold in a small grid, sweep the acceptance threshold
+   with the evaluator (`evaluate.sweep.calibrate`, one run at threshold 0 + filtering) and keep
+   the pair with the best sentence-level correction F1 on dev.
+3. Write `scorer.json` into the model directory (weights, thresholds, and how they were found).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..datasets import read_dataset
+from ..models import SCORER_FILE, load_model
+from ..pipeline import Corrector
+from ..scoring import Scorer
+
+DETECTION_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str]) -> list[int]:
+    """1 where a candidate writes the gold character at a position that really is wrong."""
+    labels = []
+    for cand in candidates:
+        gold = targets[cand.text_index][cand.position]
+        labels.append(int(sources[cand.text_index][cand.position] != gold and cand.target == gold))
+    return labels
+
+
+def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, detection_grid: Sequence[float] = DETECTION_GRID,
+              fit_detection_threshold: float = 0.05, l2: float = 1e-2, log=print) -> dict:
+    from evaluate.sweep import calibrate as sweep_threshold
+
+    bundle = load_model(str(model_dir))
+    examples = read_dataset(str(dev)).same_length_examples
+    if not examples:
+        raise ValueError(f"dev set {dev} has no usable pairs")
+    sources = [e.source for e in examples]
+    targets = [e.target for e in examples]
+
+    corrector = Corrector(bundle, scorer={})  # hand-set default weights to start from
+    candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
+    labels = candidate_labels(candidates, sources, targets)
+    log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
+    if any(labels) and not all(labels):
+        config = Scorer.fit([c.features for c in candidates], labels, l2=l2)
+    else:  # nothing to learn from (a weak model or a tiny dev set): keep the hand-set weights
+        log("dev candidates are all gold or all wrong: keeping the default scorer weights")
+        config = Scorer().to_config()
+
+    best = None
+    for detection_threshold in detection_grid:
+        trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold)
+        result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size)
+        point = result.best
+        f1 = point.value("sentence.correction.f1")
+        log(f"detection threshold {detection_threshold:.2f}: best edit threshold {point.threshold:.2f}, "
+            f"dev correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
+            f"R {point.value('sentence.correction.recall'):.4f})")
+        if best is None or f1 > best[0]:
+            best = (f1, detection_threshold, point)
+    f1, detection_threshold, point = best
+    config["threshold"] = point.threshold
+    config["detection_threshold"] = detection_threshold
+    config["calibration"] = {
+        "dev": str(dev),
+        "dev_sentences": len(examples),
+        "candidates": len(candidates),
+        "metric": "sentence.correction.f1",
+        "dev_f1": round(f1, 4),
+        "dev_precision": round(point.value("sentence.correction.precision"), 4),
+        "dev_recall": round(point.value("sentence.correction.recall"), 4),
+    }
+    path = Path(model_dir) / SCORER_FILE
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    log(f"wrote {path}: detection threshold {detection_threshold}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
+    return config

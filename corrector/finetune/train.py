@@ -1,0 +1,217 @@
+"""Fine-tune a pre-trained ELECTRA pair for spelling correction.
+
+    discriminator(source)                       -> BCE against  source[i] != target[i]
+    generator(source with errors AND a random 15% of other positions masked)
+                                                -> cross-entropy against target at masked positions
+    loss = generator CE + λ · discriminator BCE
+
+Decision (masked input vs. seeing the wrong character): the generator sees [MASK] at error
+positions, exactly what the corrector feeds it at flagged positions, so training and inference
+match; the wrong character's sound and shape enter through the scorer's confusion features
+instead. Masking a further 15% of correct positions keeps it predicting the ORIGINAL character
+where the detector raises a false alarm, which is what lets the scorer keep correct text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..tokenization import CharTokenizer
+from ..training import (
+    BatchOrder,
+    latest_checkpoint,
+    linear_schedule,
+    load_checkpoint,
+    make_optimizer,
+    run_loop,
+)
+
+
+@dataclass
+class FinetuneConfig:
+    train: list[str] = field(default_factory=list)  # dataset files (any format corrector.datasets reads)
+    init: str = "runs/pretrain"  # pre-trained model dir or hub discriminator id
+    output: str = "runs/finetune"
+    dev_from: list[str] = field(default_factory=list)  # train files whose held-out share becomes dev.tsv
+    dev_share: float = 0.05
+    max_length: int = 128
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 200
+    max_steps: int = 3000
+    extra_mask_prob: float = 0.15  # correct positions also masked for the generator
+    disc_weight: float = 20.0
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    save_every: int = 200
+    log_every: int = 20
+    resume: bool = False
+    cpu: bool = False
+    bf16: bool = True
+    max_minutes: float | None = None
+
+
+class CorrectionModel(nn.Module):
+    """Generator + discriminator whose forward is the fine-tuning objective (one DDP call)."""
+
+    def __init__(self, discriminator, generator, cfg: FinetuneConfig, special_ids: list[int], mask_token_id: int) -> None:
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = generator
+        self.cfg = cfg
+        self.special_ids = special_ids
+        self.mask_token_id = mask_token_id
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        active = attention_mask.bool()
+        wrong = (source != target) & active
+        disc_logits = self.discriminator(input_ids=source, attention_mask=attention_mask).logits
+        disc_loss = F.binary_cross_entropy_with_logits(disc_logits[active].float(), wrong[active].float())
+
+        ordinary = active & ~torch.isin(source, torch.tensor(self.special_ids, device=source.device))
+        masked = wrong | (ordinary & (torch.rand(source.shape, device=source.device) < self.cfg.extra_mask_prob))
+        gen_input = source.masked_fill(masked, self.mask_token_id)
+        hidden = self.generator.electra(input_ids=gen_input, attention_mask=attention_mask).last_hidden_state
+        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden[masked]))
+        gen_loss = F.cross_entropy(logits.float(), target[masked])
+        loss = gen_loss + self.cfg.disc_weight * disc_loss
+
+        with torch.no_grad():
+            predicted = disc_logits[active] > 0
+            truth = wrong[active]
+            true_positive = (predicted & truth).sum().item()
+            correct = logits.argmax(-1) == target[masked]
+            at_errors = wrong[masked]
+            stats = {
+                "gen_loss": gen_loss.item(),
+                "disc_loss": disc_loss.item(),
+                "det_precision": true_positive / max(1, predicted.sum().item()),
+                "det_recall": true_positive / max(1, truth.sum().item()),
+                "gen_acc_errors": correct[at_errors].float().mean().item() if at_errors.any() else 0.0,
+                "gen_acc_other": correct[~at_errors].float().mean().item() if (~at_errors).any() else 0.0,
+                "tokens": int(active.sum().item()),
+            }
+        return loss, stats
+
+
+def encode_pairs(pairs: list[tuple[str, str]], tokenizer: CharTokenizer, max_length: int) -> tuple[list[list[int]], list[list[int]], int]:
+    """Aligned (source ids, target ids) with [CLS]/[SEP]; pairs whose encodings differ in length
+    are skipped (counted). Long sentences are cut into windows so no error is lost."""
+    sources, targets, skipped = [], [], 0
+    body = max_length - 2
+    for source, target in pairs:
+        src, tgt = tokenizer.encode(source).ids, tokenizer.encode(target).ids
+        if len(src) != len(tgt) or not src:
+            skipped += 1
+            continue
+        for start in range(0, len(src), body):
+            sources.append(tokenizer.with_special_tokens(src[start : start + body]))
+            targets.append(tokenizer.with_special_tokens(tgt[start : start + body]))
+    return sources, targets, skipped
+
+
+def split_dev(pairs: list[tuple[str, str]], share: float, seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(train, dev): a seeded random `share` of the pairs held out for calibration."""
+    indices = list(range(len(pairs)))
+    random.Random(seed).shuffle(indices)
+    cut = int(len(pairs) * share)
+    held = set(indices[:cut])
+    return [p for i, p in enumerate(pairs) if i not in held], [p for i, p in enumerate(pairs) if i in held]
+
+
+def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[str, str]]:
+    """Every training pair; a share of the `dev_from` files is held out and written to dev.tsv."""
+    from ..datasets import load_pairs
+    from .synth import write_pairs
+
+    pairs: list[tuple[str, str]] = []
+    dev: list[tuple[str, str]] = []
+    dev_files = {str(Path(p)) for p in cfg.dev_from}
+    for spec in cfg.train:
+        loaded = load_pairs(spec)
+        if str(Path(spec)) in dev_files:
+            loaded, held = split_dev(loaded, cfg.dev_share, cfg.seed)
+            dev.extend(held)
+        log(f"{spec}: {len(loaded)} training pairs")
+        pairs.extend(loaded)
+    if dev:
+        count = write_pairs(output / "dev.tsv", dev)
+        log(f"dev split for calibration: {count} pairs -> {output / 'dev.tsv'}")
+    if not pairs:
+        raise ValueError("no training pairs: pass --train FILE…")
+    return pairs
+
+
+def train(cfg: FinetuneConfig) -> Path:
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from transformers import AutoTokenizer, ElectraForMaskedLM
+
+    from ..models import load_discriminator, resolve_model_paths
+    from ..pretrain.modeling import save_pair, tie_embeddings
+
+    use_bf16 = cfg.bf16 and torch.cuda.is_available() and not cfg.cpu
+    accelerator = Accelerator(mixed_precision="bf16" if use_bf16 else "no", cpu=cfg.cpu)
+    log = accelerator.print
+    output = Path(cfg.output)
+    output.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.seed + accelerator.process_index)
+
+    paths = resolve_model_paths(cfg.init)
+    discriminator = load_discriminator(paths.discriminator)
+    generator = ElectraForMaskedLM.from_pretrained(paths.generator)
+    if discriminator.config.embedding_size == generator.config.embedding_size:
+        tie_embeddings(discriminator, generator)
+    for model in (discriminator, generator):
+        model.config._attn_implementation = "sdpa"
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(paths.tokenizer))
+    max_length = min(cfg.max_length, discriminator.config.max_position_embeddings)
+
+    with accelerator.main_process_first():
+        pairs = load_training_pairs(cfg, output, log if accelerator.is_main_process else (lambda *_: None))
+    sources, targets, skipped = encode_pairs(pairs, tokenizer, max_length)
+    errors = sum(int(np.sum(np.asarray(s) != np.asarray(t))) for s, t in zip(sources, targets, strict=True))
+    log(f"{len(sources)} training sequences ({skipped} pairs skipped for length mismatch), {errors} wrong characters")
+
+    special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
+    model = CorrectionModel(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
+    order = BatchOrder(len(sources), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)
+    step = 0
+    if cfg.resume and (checkpoint := latest_checkpoint(output)) is not None:
+        step, extra = load_checkpoint(checkpoint, accelerator, model, optimizer, scheduler)
+        order.position = extra["position"]
+        log(f"resumed from {checkpoint} at step {step}")
+    model, optimizer = accelerator.prepare(model, optimizer)
+    if accelerator.is_main_process:
+        (output / "finetune_config.json").write_text(json.dumps(asdict(cfg), indent=1))
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        rows = order.next_indices()
+        width = max(len(sources[i]) for i in rows)
+        src = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+        tgt = src.clone()
+        for r, i in enumerate(rows):
+            src[r, : len(sources[i])] = torch.tensor(sources[i])
+            tgt[r, : len(targets[i])] = torch.tensor(targets[i])
+        device = accelerator.device
+        return src.to(device), tgt.to(device), (src != tokenizer.pad_token_id).long().to(device)
+
+    run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="finetune")
+    if accelerator.is_main_process:
+        final = accelerator.unwrap_model(model)
+        save_pair(final.discriminator, final.generator, str(output), paths.tokenizer)
+        log(f"saved discriminator/ and generator/ to {output}")
+    accelerator.wait_for_everyone()
+    return output

@@ -1,0 +1,135 @@
+"""Fine-tuning: synthetic error generation, the training loop, calibration (scorer.json)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from corrector.confusion import ConfusionSet
+from corrector.finetune.synth import KINDS, ErrorSynthesizer, SynthConfig, reservoir_sample, write_pairs
+from corrector.tokenization import is_cjk
+
+CLEAN = [
+    "少先队员应该为老人让座。",
+    "我在2024年用iPhone打电话给Tom，他说应该没问题。",
+    "今天天气很好，我们一起去公园散步。",
+    "他的作业做得很认真，老师很高兴。",
+    "北京是中国的首都，也是一座历史悠久的城市。",
+]
+
+
+@pytest.fixture(scope="module")
+def confusion() -> ConfusionSet:
+    return ConfusionSet.build()
+
+
+def synthesize(confusion: ConfusionSet, seed: int, n: int = 2000) -> tuple[list[tuple[str, str]], ErrorSynthesizer]:
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=seed))
+    pairs = [(synthesizer.corrupt(s), s) for s in (CLEAN * (n // len(CLEAN)))]
+    return pairs, synthesizer
+
+
+def test_synthetic_errors_statistics(confusion):
+    pairs, synthesizer = synthesize(confusion, seed=1)
+    counts = Counter(sum(a != b for a, b in zip(src, tgt, strict=True)) for src, tgt in pairs)
+    assert set(counts) <= {0, 1, 2, 3}
+    total = len(pairs)
+    assert 0.25 < counts[0] / total < 0.35, "about 30% of sentences stay error-free"
+    assert 0.40 < counts[1] / total < 0.50
+    assert counts[3] > 0
+    kinds = synthesizer.stats.substitutions
+    assert set(kinds) == set(KINDS)
+    made = sum(kinds.values())
+    assert kinds["same_pinyin"] / made > 0.45, "same-pinyin substitutions dominate"
+    assert 0 < kinds["random"] / made < 0.1
+    for src, tgt in pairs:
+        assert len(src) == len(tgt)
+        for a, b in zip(src, tgt, strict=True):
+            if a != b:
+                assert is_cjk(a) and is_cjk(b), "only CJK characters are ever replaced"
+    # Non-CJK text (digits, Latin, punctuation) is never touched.
+    mixed = [src for src, tgt in pairs if tgt == CLEAN[1]]
+    assert all("2024" in s and "iPhone" in s and "Tom，" in s for s in mixed)
+
+
+def test_synthetic_errors_are_deterministic(confusion):
+    first, _ = synthesize(confusion, seed=7, n=200)
+    again, _ = synthesize(confusion, seed=7, n=200)
+    other, _ = synthesize(confusion, seed=8, n=200)
+    assert first == again
+    assert first != other
+
+
+def test_synthetic_substitutes_are_confusable(confusion):
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=0, kind_weights=(1, 0, 0, 0)))
+    for _ in range(50):
+        out = synthesizer.corrupt("应该")
+        for a, b in zip(out, "应该", strict=True):
+            if a != b:
+                assert confusion.relation(b, a), f"{b}->{a} is a confusion pair"
+
+
+def test_reservoir_sample_and_tsv(tmp_path: Path):
+    sample = reservoir_sample((str(i) for i in range(1000)), 10, random.Random(0))
+    assert len(sample) == 10 and sample == sorted(sample, key=int), "stream order is kept"
+    path = tmp_path / "pairs.tsv"
+    assert write_pairs(path, [("因该", "应该"), ("应该", "应该")]) == 2
+    assert path.read_text(encoding="utf-8").splitlines() == ["1\t因该\t应该", "0\t应该\t应该"]
+    from corrector.datasets import read_dataset
+
+    assert [e.source for e in read_dataset(str(path)).examples] == ["因该", "应该"]
+
+
+def toy_pairs() -> list[tuple[str, str]]:
+    return [
+        ("少先队员因该为老人让坐。", "少先队员应该为老人让座。"),
+        ("我们因该去公园散步。", "我们应该去公园散步。"),
+        ("他的作业做得很认真。", "他的作业做得很认真。"),
+        ("请大家让坐给老人。", "请大家让座给老人。"),
+        ("今天天气很好。", "今天天气很好。"),
+    ] * 8
+
+
+def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.train import FinetuneConfig, train
+    from corrector.models import load_model
+
+    data = tmp_path / "train.tsv"
+    write_pairs(data, toy_pairs())
+    out = tmp_path / "ft"
+    cfg = FinetuneConfig(train=[str(data)], dev_from=[str(data)], dev_share=0.1, init=str(tiny_model_dir),
+                         output=str(out), batch_size=8, lr=3e-3, warmup_steps=5, max_steps=60,
+                         save_every=30, log_every=10, cpu=True)
+    train(cfg)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["gen_loss"] < records[0]["gen_loss"] - 0.5
+    assert records[-1]["disc_loss"] < records[0]["disc_loss"]
+    assert len((out / "dev.tsv").read_text(encoding="utf-8").splitlines()) == 4  # 10% of 40
+    bundle = load_model(str(out))
+    assert bundle.tokenizer.vocab_size > 100
+
+
+def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.calibrate import calibrate
+    from corrector.models import load_model
+    from corrector.pipeline import Corrector
+
+    dev = tmp_path / "dev.tsv"
+    write_pairs(dev, toy_pairs()[:5])
+    model = tmp_path / "model"
+    import shutil
+
+    shutil.copytree(tiny_model_dir, model)
+    config = calibrate(model, dev, detection_grid=(0.3, 0.5), log=lambda *_: None)
+    saved = json.loads((model / "scorer.json").read_text(encoding="utf-8"))
+    assert saved == config
+    assert {"weights", "threshold", "detection_threshold", "calibration"} <= set(saved)
+    assert saved["detection_threshold"] in (0.3, 0.5)
+    assert saved["calibration"]["dev_sentences"] == 5
+    corrector = Corrector(load_model(str(model)))
+    assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
+    assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])
