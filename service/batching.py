@@ -178,8 +178,16 @@ class Batcher:
             groups: dict[float | None, list[_Submission]] = {}
             for submission in live:
                 groups.setdefault(submission.threshold, []).append(submission)
-            for threshold, group in groups.items():
-                await self._run_group(threshold, group)
+            try:
+                for threshold, group in groups.items():
+                    await self._run_group(threshold, group)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not kill the worker
+                # Without this, one unexpected error would end the worker task and every later
+                # request would wait forever.
+                log.exception("micro-batch worker error")
+                for s in live:
+                    if not s.future.done():
+                        s.future.set_exception(exc)
 
     async def _run_group(self, threshold: float | None, group: list[_Submission]) -> None:
         texts = [text for s in group for text in s.texts]
