@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -207,16 +206,15 @@ def test_sigkill_mid_training_then_resume(toy_corpus: Path, tmp_path: Path):
 
 
 def test_two_process_accelerate_run_keeps_replicas_identical(toy_corpus: Path, tmp_path: Path):
-    if shutil.which("accelerate") is None and not (Path(sys.executable).parent / "accelerate").exists():
-        pytest.skip("accelerate launcher not installed")
-    launcher = str(Path(sys.executable).parent / "accelerate")
+    """2 CPU processes (gloo) through torchrun, the launcher Accelerate uses for multi-process
+    runs; the Accelerator in the trainer picks the process group up from the environment."""
     out = tmp_path / "ddp"
-    command = [launcher, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "-m", "corrector.pretrain", "train", "--corpus", str(toy_corpus),
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "corrector.pretrain", "train", "--corpus", str(toy_corpus),
                "--output", str(out), "--preset", "tiny", "--max-length", "32", "--batch-size", "4",
                "--max-steps", "3", "--save-every", "3", "--min-count", "1", "--cpu"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     fingerprints = [json.loads((out / "ranks" / f"rank-{r}.json").read_text())["sha256"] for r in (0, 1)]
     assert fingerprints[0] == fingerprints[1]
@@ -224,7 +222,7 @@ def test_two_process_accelerate_run_keeps_replicas_identical(toy_corpus: Path, t
 
 
 def test_cli_help_documents_every_option():
-    done = _run_module(["corrector.pretrain", "train", "--help"], timeout=60)
+    done = _run_module(["corrector.pretrain", "train", "--help"], timeout=300)
     assert done.returncode == 0
     for flag in ("--corpus", "--init", "--resume", "--preset", "--generator-size", "--disc-weight", "--grad-accum",
                  "--save-every", "--max-steps", "--compile", "--bf16"):
