@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .tokenization import is_cjk
 
-BUILD_VERSION = 1  # bump when the build logic changes: old caches are then ignored
+BUILD_VERSION = 3  # bump when the build logic changes: old caches are then ignored
 
 SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR = 1, 2, 4, 8
 RELATION_NAMES = {SAME_PINYIN: "same_pinyin", SIMILAR_PINYIN: "similar_pinyin", SIMILAR_SHAPE: "similar_shape",
@@ -85,7 +85,7 @@ def _char_similar_tables() -> dict[str, dict]:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the char-similar package is required for shape confusion sets (pip install char-similar)")
     data = Path(list(spec.submodule_search_locations)[0]) / "data"
-    names = ("frequency", "fourangle", "order", "stroke")
+    names = ("frequency", "fourangle", "order", "stroke", "component")
     return {name: json.loads((data / f"char_{name}.dict").read_text(encoding="utf-8")) for name in names}
 
 
@@ -103,8 +103,12 @@ def _shape_keys(char: str, tables: dict[str, dict]) -> list[tuple]:
             keys.append(("order~", order[:i] + "*" + order[i + 1:], 0.5))
     parts = tables["stroke"].get(char)
     if parts and len(parts) >= 2:
+        radical = tables["component"].get(char)
         for i in range(len(parts)):  # equal up to one component: 清/请/情
-            keys.append(("parts~", tuple(parts[:i]) + ("*",) + tuple(parts[i + 1:]), 1.0))
+            rest = parts[:i] + parts[i + 1:]
+            # Sharing only the radical (座/庞) is weak evidence; sharing the rest (清/请) is strong.
+            weight = 0.5 if rest == [radical] else 1.0
+            keys.append(("parts~", tuple(parts[:i]) + ("*",) + tuple(parts[i + 1:]), weight))
     return keys
 
 
@@ -146,7 +150,7 @@ def _build(config: ConfusionConfig) -> dict:
             for other in block:
                 scores[other] += weight
         for other in containers.get(char, ()):
-            scores[other] += 1.0
+            scores[other] += 1.5
         scores.pop(char, None)
         n = len(strokes.get(char, ""))
         ranked = sorted(
@@ -155,6 +159,8 @@ def _build(config: ConfusionConfig) -> dict:
         )
         if ranked:
             shape[char] = "".join(o for _, o in ranked[: config.max_shape_neighbours])
+    # The scores are symmetric but the cap is not: 仁 lists 人, while 人 keeps only its
+    # 20 closest neighbours. That is intended; a rare neighbour is a poor correction.
     return {"version": BUILD_VERSION, "common": "".join(common), "pinyin": readings, "shape": shape}
 
 
@@ -180,6 +186,9 @@ def load_tables(config: ConfusionConfig | None = None, use_cache: bool = True) -
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(tables, ensure_ascii=False), encoding="utf-8")
             tmp.replace(path)  # atomic: concurrent builders never see half a file
+            for old in path.parent.glob("confusion-v*-*.json"):  # tables of older builds
+                if not old.name.startswith(f"confusion-v{BUILD_VERSION}-"):
+                    old.unlink(missing_ok=True)
         except OSError:
             pass  # a read-only home directory must not stop the corrector
     return tables

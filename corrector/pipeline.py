@@ -8,9 +8,9 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
    confusion-set candidates (candidates.py);
 3. features per candidate and a first ranking with the scorer (scoring.py), the recheck
    feature imputed;
-4. one batched discriminator pass over the top `recheck_top` candidates per position, each
-   written into its sentence (a window around the position): does the discriminator still
-   think something is wrong there?
+4. one batched discriminator pass over the flagged sentences with the top `recheck_top`
+   candidates written in (rank r of every flagged position in variant r): does the
+   discriminator still think something is wrong there?
 5. the best candidate per position is accepted when its confidence >= `threshold`; then at most
    `max_edits_per_sentence` edits per chunk, the most confident ones.
 
@@ -52,7 +52,6 @@ class CorrectorConfig:
     batch_size: int = 32
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
     recheck_top: int = 2  # candidates per position re-checked by the discriminator
-    recheck_window: int = 24  # characters of context each side in the recheck input
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
     veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
@@ -83,6 +82,27 @@ class _Item:
     editable: list[bool]
 
 
+def quantized(bundle: ModelBundle) -> ModelBundle:
+    """A copy of the bundle with int8 dynamic quantization of every Linear layer (CPU only).
+
+    About 2-3x faster on CPU for ELECTRA-small-sized models; probabilities move by ~1e-3. The
+    shared bundle is not touched (the service and evaluator may hold it too). Uses torch's
+    eager-mode `quantize_dynamic`, which torch marks as deprecated in favour of torchao.
+    """
+    import dataclasses
+    import warnings
+
+    if bundle.device.type != "cpu":
+        raise ValueError("quantize=True is for CPU inference")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import quantize_dynamic
+
+        disc = quantize_dynamic(bundle.discriminator, {torch.nn.Linear}, dtype=torch.qint8)
+        gen = quantize_dynamic(bundle.generator, {torch.nn.Linear}, dtype=torch.qint8)
+    return dataclasses.replace(bundle, discriminator=disc.eval(), generator=gen.eval())
+
+
 class Corrector:
     """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit."""
 
@@ -99,8 +119,11 @@ class Corrector:
         scorer: Scorer | dict | None = None,
         confusion: ConfusionSet | None = None,
         config: CorrectorConfig | None = None,
+        quantize: bool = False,
     ) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
+        if quantize:
+            self.bundle = quantized(self.bundle)
         self.config = config or CorrectorConfig(batch_size=batch_size, max_edits_per_sentence=max_edits_per_sentence)
         if isinstance(scorer, Scorer):
             scorer = scorer.to_config()  # a private copy: the overrides below must not leak
@@ -244,8 +267,9 @@ class Corrector:
         recheck = self._select_for_recheck(flat, pre, self.scorer.bound_without_recheck(x), threshold, calibrate)
         rechecked = torch.zeros(len(flat), dtype=torch.bool)
         if recheck:
-            x[recheck, FEATURE_INDEX["recheck_prob"]] = self._recheck(group, [flat[k][1] for k in recheck])
-            rechecked[recheck] = True
+            ks = list(recheck)
+            x[ks, FEATURE_INDEX["recheck_prob"]] = self._recheck(group, [(flat[k][1], recheck[k]) for k in ks])
+            rechecked[ks] = True
         confidence = self.scorer.confidence(x)
 
         # Best candidate per position (among the rechecked ones when rechecking is on).
@@ -328,37 +352,49 @@ class Corrector:
         }
         return [values[name] for name in FEATURES]
 
-    def _select_for_recheck(self, flat, pre: torch.Tensor, bound: torch.Tensor, threshold: float, calibrate: bool) -> list[int]:
-        """Indices of the top `recheck_top` candidates per position that could still pass."""
+    def _select_for_recheck(
+        self, flat, pre: torch.Tensor, bound: torch.Tensor, threshold: float, calibrate: bool
+    ) -> dict[int, int]:
+        """{candidate index: rank at its position} for the top `recheck_top` that could still win.
+
+        Two exact prunings (skipped when calibrating): a candidate whose best possible score
+        (recheck_prob = 0) is below the threshold cannot be accepted; and one trailing the
+        position's leader by more than |w_recheck| cannot overtake it, since at one position
+        both share detect_prob and the recheck moves a score by at most |w_recheck|.
+        """
         if self.config.recheck_top <= 0:
-            return []
+            return {}
         min_logit = torch.logit(torch.tensor(min(max(threshold, 1e-6), 1 - 1e-6))).item()
+        reach = abs(self.scorer.weights.get("recheck_prob", 0.0))
         by_position: dict[int, list[int]] = {}
         for k, (n, _) in enumerate(flat):
             if calibrate or float(bound[k]) >= min_logit:
                 by_position.setdefault(n, []).append(k)
-        chosen = []
+        chosen = {}
         for ks in by_position.values():
             ks.sort(key=lambda k: -float(pre[k]))
-            chosen.extend(ks[: self.config.recheck_top])
-        return sorted(chosen)
+            leader = float(pre[ks[0]])
+            ks = [k for k in ks[: self.config.recheck_top] if calibrate or float(pre[k]) >= leader - reach]
+            chosen.update({k: rank for rank, k in enumerate(ks)})
+        return chosen
 
-    def _recheck(self, group: list[_Item], cands: list[Candidate]) -> torch.Tensor:
-        """Discriminator P(replaced) at each candidate's position once it is written there."""
-        window = self.config.recheck_window
-        sequences, where = [], []
-        for cand in cands:
-            ids = group[cand.row].ids
-            lo, hi = max(0, cand.index - window), min(len(ids), cand.index + window + 1)
-            seq = ids[lo:hi]
-            seq[cand.index - lo] = cand.target_id
-            sequences.append(seq)
-            where.append(cand.index - lo)
-        out = torch.empty(len(cands))
-        step = 256  # bounds memory when a batch has very many candidates
-        for first in range(0, len(cands), step):
-            sub = make_batch(sequences[first:first + step], self.bundle)
-            probs = detect(self.bundle, sub)
-            idx = torch.tensor(where[first:first + step])
-            out[first:first + step] = probs[torch.arange(len(idx)), idx]
-        return out
+    def _recheck(self, group: list[_Item], cands: list[tuple[Candidate, int]]) -> torch.Tensor:
+        """Discriminator P(replaced) at each candidate's position once it is written there.
+
+        One sequence per (sentence, rank): the rank-r candidates of all flagged positions of a
+        sentence are written in together. That is what the corrected sentence would look like,
+        and it costs `recheck_top` passes per flagged sentence instead of one per candidate.
+        """
+        variants: dict[tuple[int, int], list[int]] = {}
+        for cand, rank in cands:
+            seq = variants.setdefault((cand.row, rank), list(group[cand.row].ids))
+            seq[cand.index] = cand.target_id
+        keys = sorted(variants, key=lambda key: -len(variants[key]))  # similar lengths together
+        slot = {key: i for i, key in enumerate(keys)}
+        probs = torch.zeros(len(keys), max(len(v) for v in variants.values()))
+        step = 128  # bounds memory when a batch has very many flagged sentences
+        for first in range(0, len(keys), step):
+            sub = make_batch([variants[key] for key in keys[first:first + step]], self.bundle)
+            p = detect(self.bundle, sub)
+            probs[first:first + step, : p.shape[1]] = p
+        return torch.tensor([float(probs[slot[(cand.row, rank)], cand.index]) for cand, rank in cands])

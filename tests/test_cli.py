@@ -1,0 +1,110 @@
+"""`python -m corrector`: text arguments, --json, files with bad lines, empty input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_pipeline import RIGHT, WRONG, train_tiny
+
+from corrector.__main__ import main
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The test machine is shared with training jobs: one torch thread avoids spin contention."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, one_thread) -> str:
+    path = tmp_path_factory.getbasetemp() / "trained_tiny"  # shared with test_pipeline.py
+    if not (path / "generator").exists():
+        train_tiny(path)
+    return str(path)
+
+
+def test_text_argument_prints_target_then_edits(model, capsys):
+    assert main(["--model", model, "--no-progress", WRONG]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == RIGHT
+    assert lines[1].split("\t")[:3] == ["  4", "因 -> 应", "pinyin"]
+    assert lines[2].split("\t")[:3] == ["  10", "坐 -> 座", "pinyin"]
+    assert len(lines) == 3
+
+
+def test_json_output(model, capsys):
+    assert main(["--model", model, "--json", WRONG, "今天天气很好"]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["target"] for o in objects] == [RIGHT, "今天天气很好"]
+    assert objects[0]["source"] == WRONG
+    assert [(e["position"], e["source"], e["target"], e["kind"]) for e in objects[0]["edits"]] == [
+        (4, "因", "应", "pinyin"), (10, "坐", "座", "pinyin")]
+    assert 0 <= objects[0]["edits"][0]["confidence"] <= 1
+    assert objects[1]["edits"] == []
+
+
+def test_empty_string_needs_no_model(capsys):
+    # No model is loaded for text without Chinese characters, so a missing one does not matter.
+    assert main(["--model", "/nonexistent/model", ""]) == 0
+    assert capsys.readouterr().out == "\n"
+
+
+def test_file_with_a_bad_line(model, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_bytes(
+        WRONG.encode() + b"\n" + b"bad \xff\xfe line\n" + "今天天气很好\r\n".encode() + b"\n" + "最后".encode()
+    )
+    output = tmp_path / "out.txt"
+    status = main(["--model", model, "--input", str(source), "--output", str(output)])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert f"{source}:2:" in err and "UTF-8" in err
+    assert output.read_text(encoding="utf-8").split("\n") == [RIGHT, "", "今天天气很好", "", "最后", ""]
+
+
+def test_file_json_marks_the_bad_line(model, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"\xe4\xbd\n" + WRONG.encode() + b"\n")
+    assert main(["--model", model, "--input", str(source), "--json", "--no-progress"]) == 1
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0]["line"] == 1 and "UTF-8" in out[0]["error"]
+    assert out[1]["target"] == RIGHT
+
+
+def test_unreadable_file(tmp_path, capsys):
+    missing = tmp_path / "missing.txt"
+    assert main(["--input", str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err
+
+
+def test_bad_model_is_a_clear_error(tmp_path, capsys):
+    assert main(["--model", str(tmp_path / "nope"), WRONG]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_whitelist_confusion_and_threshold_options(model, tmp_path, capsys):
+    whitelist = tmp_path / "w.txt"
+    whitelist.write_text("因该\n", encoding="utf-8")
+    pairs = tmp_path / "c.txt"
+    pairs.write_text("坐 座\n", encoding="utf-8")
+    assert main(["--model", model, "--whitelist", str(whitelist), "--confusion", str(pairs), WRONG]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "少先队员因该为老人让座"
+    assert main(["--model", model, "--threshold", "0.99999999", WRONG]) == 0
+    assert capsys.readouterr().out.splitlines() == [WRONG]
+
+
+def test_module_entry_point_with_stdin(model):
+    # One real process: `python -m corrector` reading stdin, progress bar on stderr.
+    proc = subprocess.run(
+        [sys.executable, "-m", "corrector", "--model", model, "--batch-size", "2", "--threads", "1"],
+        input=(WRONG + "\n\n" + "hello 世界\n").encode(), capture_output=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().split("\n") == [RIGHT, "", "hello 世界", ""]
