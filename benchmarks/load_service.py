@@ -222,12 +222,12 @@ def measure(url: str, mode: str, args: argparse.Namespace) -> list[LevelResult]:
     return results
 
 
-def tiny_model_dir() -> str:
+def build_tiny_model(directory: str) -> str:
     # The tests' recipe for a random 2-layer model, so the benchmark and the tests use the same one.
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import build_tiny_model
+    from conftest import build_tiny_model as build
 
-    return str(build_tiny_model(Path(tempfile.mkdtemp(prefix="csc-tiny-model-"))))
+    return str(build(Path(directory)))
 
 
 def report(results: list[LevelResult]) -> str:
@@ -275,19 +275,20 @@ def main(argv: list[str] | None = None) -> None:
         health = json.loads(http_get(url + "/health"))
         results = measure(url, "batching" if health.get("batching") else "no-batching", args)
     else:
-        model = tiny_model_dir() if args.tiny_model else (args.model or "")
-        if not model:
-            from corrector.models import default_model_path
+        with tempfile.TemporaryDirectory(prefix="csc-tiny-model-") as scratch:
+            model = build_tiny_model(scratch) if args.tiny_model else args.model
+            if not model:
+                from corrector.models import default_model_path
 
-            model = default_model_path()
-        print(f"model: {model}", flush=True)
-        for mode in args.modes:
-            server = Server(model, batching=mode == "on", extra=args.server_args)
-            try:
-                server.wait_ready(args.startup_timeout)
-                results += measure(server.url, "batching" if mode == "on" else "no-batching", args)
-            finally:
-                server.stop()
+                model = default_model_path()
+            print(f"model: {model}", flush=True)
+            for mode in args.modes:
+                server = Server(model, batching=mode == "on", extra=args.server_args)
+                try:
+                    server.wait_ready(args.startup_timeout)
+                    results += measure(server.url, "batching" if mode == "on" else "no-batching", args)
+                finally:
+                    server.stop()
     print()
     print(report(results))
     if args.json:
