@@ -78,16 +78,20 @@ def cjk_bias(bundle: ModelBundle) -> torch.Tensor:
 @torch.inference_mode()
 def masked_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Generator log-probs (N, V) at (rows[n], index[n]), all N positions masked in one pass."""
-    input_ids = batch.input_ids.clone()
+    # Only the rows with a flagged position go through the generator, trimmed to their width.
+    used, rows = torch.unique(rows, return_inverse=True)
+    width = int(batch.attention_mask[used.to(batch.attention_mask.device)].sum(1).max())
+    input_ids = batch.input_ids[used.to(batch.input_ids.device), :width].clone()
+    attention_mask = batch.attention_mask[used.to(batch.attention_mask.device), :width]
     cols = (index + 1).to(input_ids.device)  # +1 for [CLS]
     input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
     generator = bundle.generator
     if hasattr(generator, "electra") and hasattr(generator, "generator_predictions"):
-        hidden = generator.electra(input_ids=input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         picked = hidden[rows.to(hidden.device), cols]
         logits = generator.generator_lm_head(generator.generator_predictions(picked))
     else:  # any other masked-LM class: full head, then pick
-        logits = generator(input_ids=input_ids, attention_mask=batch.attention_mask).logits
+        logits = generator(input_ids=input_ids, attention_mask=attention_mask).logits
         logits = logits[rows.to(logits.device), cols]
     return logits.float().log_softmax(-1).cpu()
 

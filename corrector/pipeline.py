@@ -52,6 +52,7 @@ class CorrectorConfig:
     batch_size: int = 32
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
     recheck_top: int = 2  # candidates per position re-checked by the discriminator
+    recheck_context: int = 16  # characters each side of the changes that the recheck re-reads
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
     veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
@@ -386,15 +387,26 @@ class Corrector:
         and it costs `recheck_top` passes per flagged sentence instead of one per candidate.
         """
         variants: dict[tuple[int, int], list[int]] = {}
+        span: dict[tuple[int, int], tuple[int, int]] = {}  # changed indices: (first, last)
         for cand, rank in cands:
-            seq = variants.setdefault((cand.row, rank), list(group[cand.row].ids))
+            key = (cand.row, rank)
+            seq = variants.setdefault(key, list(group[cand.row].ids))
             seq[cand.index] = cand.target_id
-        keys = sorted(variants, key=lambda key: -len(variants[key]))  # similar lengths together
+            first, last = span.get(key, (cand.index, cand.index))
+            span[key] = (min(first, cand.index), max(last, cand.index))
+        # Only `recheck_context` characters around the changes are re-read: the verdict on a
+        # character rests on its neighbourhood, and long chunks would otherwise cost a full pass.
+        context = self.config.recheck_context
+        start = {key: max(0, span[key][0] - context) for key in variants}
+        windows = {key: variants[key][start[key]: span[key][1] + context + 1] for key in variants}
+        keys = sorted(windows, key=lambda key: -len(windows[key]))  # similar lengths together
         slot = {key: i for i, key in enumerate(keys)}
-        probs = torch.zeros(len(keys), max(len(v) for v in variants.values()))
+        probs = torch.zeros(len(keys), max(len(w) for w in windows.values()))
         step = 128  # bounds memory when a batch has very many flagged sentences
         for first in range(0, len(keys), step):
-            sub = make_batch([variants[key] for key in keys[first:first + step]], self.bundle)
+            sub = make_batch([windows[key] for key in keys[first:first + step]], self.bundle)
             p = detect(self.bundle, sub)
             probs[first:first + step, : p.shape[1]] = p
-        return torch.tensor([float(probs[slot[(cand.row, rank)], cand.index]) for cand, rank in cands])
+        return torch.tensor([
+            float(probs[slot[(cand.row, rank)], cand.index - start[(cand.row, rank)]]) for cand, rank in cands
+        ])

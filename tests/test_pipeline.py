@@ -370,3 +370,19 @@ def test_proper_nouns_are_protected(tiny_model_dir, wild, confusion):
 def test_rejects_non_strings(wild):
     with pytest.raises(TypeError):
         wild.correct_batch(["好", None])
+
+
+def test_one_generator_pass_per_batch(wild):
+    calls = {"discriminator": 0, "generator": 0}
+    handles = [
+        getattr(wild.bundle, name).electra.register_forward_pre_hook(
+            lambda module, args, name=name: calls.__setitem__(name, calls[name] + 1))
+        for name in calls
+    ]
+    try:
+        results = wild.correct_batch([MIXED, NASTY, WRONG, RIGHT], batch_size=32)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert sum(len(r.edits) for r in results) > 10  # many flagged positions ...
+    assert calls == {"discriminator": 2, "generator": 1}  # ... one detection, one generator, one recheck pass
