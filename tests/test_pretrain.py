@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -227,3 +228,29 @@ def test_cli_help_documents_every_option():
     for flag in ("--corpus", "--init", "--resume", "--preset", "--generator-size", "--disc-weight", "--grad-accum",
                  "--save-every", "--max-steps", "--compile", "--bf16"):
         assert flag in done.stdout
+
+
+def test_continue_from_hub_layout_directories(toy_corpus: Path, tmp_path: Path):
+    """`--init` accepts a discriminator dir/hub id whose sibling `…-generator` holds the
+    generator (the hfl/chinese-electra-180g-* layout); its tokenizer is reused, and
+    `--reinit-discriminator` starts the discriminator's layers afresh but keeps the rest."""
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    base = tmp_path / "base"
+    train(tiny_config(toy_corpus, base, max_steps=2, save_every=100))
+    hub = tmp_path / "hfl"
+    disc_dir, gen_dir = hub / "chinese-electra-180g-small-discriminator", hub / "chinese-electra-180g-small-generator"
+    ElectraForPreTraining.from_pretrained(str(base / "discriminator")).save_pretrained(str(disc_dir))
+    ElectraForMaskedLM.from_pretrained(str(base / "generator")).save_pretrained(str(gen_dir))
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy2(base / name, disc_dir / name)
+
+    out = tmp_path / "continued"
+    train(tiny_config(toy_corpus, out, init=str(disc_dir), max_steps=1, lr=1e-9, warmup_steps=1,
+                      reinit_discriminator=True))
+    assert (out / "vocab.txt").read_text(encoding="utf-8") == (base / "vocab.txt").read_text(encoding="utf-8")
+    before, after = _weights(base), _weights(out)
+    layer = "electra.encoder.layer.0.attention.self.query.weight"
+    assert not torch.allclose(before[layer], after[layer]), "discriminator layers re-initialised"
+    embeddings = "electra.embeddings.word_embeddings.weight"
+    assert torch.allclose(before[embeddings], after[embeddings], atol=1e-6), "shared embeddings kept"

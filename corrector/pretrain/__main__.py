@@ -22,6 +22,7 @@ HELP = {
     "output": "output directory: checkpoints/, metrics.jsonl, the final discriminator/ generator/ and tokenizer",
     "vocab": "tokenizer directory to use (default: built from the corpus into OUTPUT)",
     "init": "continue pre-training from a model dir (discriminator/ + generator/) or a hub discriminator id",
+    "reinit_discriminator": "with --init: re-initialise the discriminator's encoder and head (keeps embeddings and generator)",
     "preset": f"model size preset: {', '.join(PRESETS)}",
     "generator_size": "generator width as a fraction of the discriminator's (default: the preset's, 1/4 for small)",
     "max_length": "sequence length in characters incl. [CLS]/[SEP]",

@@ -41,6 +41,7 @@ class PretrainConfig:
     output: str = "runs/pretrain"
     vocab: str | None = None  # tokenizer dir; default: built from the corpus into OUTPUT
     init: str | None = None  # continue from a model dir or hub id (its tokenizer is used)
+    reinit_discriminator: bool = False  # with --init: fresh discriminator encoder + head, embeddings kept
     preset: str = "small"
     generator_size: float | None = None  # overrides the preset's fraction of the width
     max_length: int = 128
@@ -159,6 +160,14 @@ def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, Cha
             tie_embeddings(discriminator, generator)
         tokenizer_dir = paths.tokenizer
         log(f"continuing from {cfg.init}")
+        if cfg.reinit_discriminator:
+            # Recovery from a collapsed discriminator (constant output): keep what the generator
+            # and the shared embeddings learned, start the discriminator's layers afresh.
+            for module in (discriminator.electra.encoder, discriminator.discriminator_predictions,
+                           getattr(discriminator.electra, "embeddings_project", None)):
+                if module is not None:
+                    reinitialise(module, discriminator.config.initializer_range)
+            log("discriminator encoder and head re-initialised")
     else:
         tokenizer_dir = cfg.vocab or cfg.output
         if not (Path(tokenizer_dir) / "vocab.txt").exists():
@@ -181,6 +190,19 @@ def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, Cha
     special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
     rtd = ReplacedTokenDetection(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
     return rtd, tokenizer, tokenizer_dir
+
+
+def reinitialise(module: nn.Module, std: float) -> None:
+    """BERT initialisation, done by hand: transformers' `_init_weights` skips modules it has
+    already marked as initialised, so it cannot be used to reset loaded weights."""
+    for sub in module.modules():
+        if isinstance(sub, nn.Linear):
+            nn.init.normal_(sub.weight, mean=0.0, std=std)
+            if sub.bias is not None:
+                nn.init.zeros_(sub.bias)
+        elif isinstance(sub, nn.LayerNorm):
+            nn.init.ones_(sub.weight)
+            nn.init.zeros_(sub.bias)
 
 
 # --- the loop -------------------------------------------------------------------------------
