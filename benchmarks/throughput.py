@@ -57,6 +57,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quantize", action="store_true", help="also time the corrector with int8 dynamic quantization")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="edit threshold (default: the model's; 0 for the random model: every flagged position "
+                             "is scored and rechecked, an upper bound on the work)")
     parser.add_argument("--flag-rate", type=float, default=0.05, help="random model only: share of characters flagged")
     parser.add_argument("--output", default=str(ROOT / "runs" / "benchmarks" / "throughput.json"))
     return parser.parse_args()
@@ -195,9 +198,10 @@ def main() -> int:
     bundle = load_model(model_path, device=args.device)
     confusion = ConfusionSet.build()
 
-    detection_threshold, threshold = None, None
+    detection_threshold, threshold = None, args.threshold
     if random_model:
-        detection_threshold, threshold = flag_threshold(bundle, texts, args.flag_rate), 0.0
+        detection_threshold = flag_threshold(bundle, texts, args.flag_rate)
+        threshold = 0.0 if args.threshold is None else args.threshold
     corrector = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion)
     classic = ClassicCorrector(
         bundle, confusion=confusion,
