@@ -137,11 +137,14 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
     pairs: list[tuple[str, str]] = []
     dev: list[tuple[str, str]] = []
     dev_files = {str(Path(p)) for p in cfg.dev_from}
-    for spec in cfg.train:
+    held_out: set[str] = set()
+    for spec in cfg.train:  # a file named twice is seen twice (oversampling); its dev share once
         loaded = load_pairs(spec)
         if str(Path(spec)) in dev_files:
             loaded, held = split_dev(loaded, cfg.dev_share, cfg.seed)
-            dev.extend(held)
+            if str(Path(spec)) not in held_out:
+                dev.extend(held)
+                held_out.add(str(Path(spec)))
         log(f"{spec}: {len(loaded)} training pairs")
         pairs.extend(loaded)
     if dev:
