@@ -164,7 +164,7 @@ def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: B
 
     `model(*next_batch())` returns (loss, stats) where stats holds floats to average plus an
     int "tokens". `cfg` supplies max_steps, grad_accum, max_grad_norm, log_every, save_every and
-    max_minutes (None = no limit). Checkpoints carry the batch order's position, so a resumed
+    max_minutes and stop_at_step (None = no limit). Checkpoints carry the batch order's position, so a resumed
     run continues with exactly the next batch.
     """
     from contextlib import nullcontext
@@ -203,10 +203,12 @@ def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: B
             progress.set_postfix(tok_s=f"{record['tokens_per_s']:.0f}", **shown)
             window, window_start, window_tokens = [], time.time(), 0
         out_of_time = cfg.max_minutes is not None and (time.time() - started) / 60 >= cfg.max_minutes
-        if step % cfg.save_every == 0 or step == cfg.max_steps or out_of_time:
+        stop = out_of_time or step == cfg.stop_at_step
+        if step % cfg.save_every == 0 or step == cfg.max_steps or stop:
             save_checkpoint(output, step, accelerator, model, optimizer, scheduler, {"position": order.position})
-        if out_of_time:
-            accelerator.print(f"stopping after {cfg.max_minutes} minutes at step {step}; rerun with --resume to continue")
+        if stop:
+            accelerator.print(f"stopping at step {step} ({'time limit' if out_of_time else '--stop-at-step'}); "
+                              "rerun with --resume to continue")
             break
     progress.close()
     return step

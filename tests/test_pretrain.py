@@ -163,10 +163,10 @@ def test_resume_gives_identical_weights(toy_corpus: Path, tmp_path: Path):
     straight = tmp_path / "straight"
     train(tiny_config(toy_corpus, straight, max_steps=6, save_every=100))
     resumed = tmp_path / "resumed"
-    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=3, max_minutes=0.0))  # stops after step 1
+    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=100, stop_at_step=3))  # N steps
     first_stop = latest_checkpoint(resumed)
-    assert first_stop is not None and first_stop.name == "step-00000001"
-    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=3, resume=True))
+    assert first_stop is not None and first_stop.name == "step-00000003"
+    train(tiny_config(toy_corpus, resumed, max_steps=6, save_every=100, resume=True))  # + N more
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
     for name in a:

@@ -39,6 +39,7 @@ HELP = {
     "cpu": "force the CPU",
     "bf16": "bf16 autocast on GPU",
     "max_minutes": "stop after this many minutes with a checkpoint",
+    "stop_at_step": "stop at this step with a checkpoint and the final model; the schedule still spans --max-steps",
 }
 
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(default, bool):
             train.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[f.name])
         else:
-            kind = float if f.name == "max_minutes" else type(default)
+            kind = {"max_minutes": float, "stop_at_step": int}.get(f.name, type(default))
             train.add_argument(flag, type=kind, default=default, help=f"{HELP[f.name]} (default: {default})")
 
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")

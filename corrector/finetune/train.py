@@ -59,6 +59,7 @@ class FinetuneConfig:
     cpu: bool = False
     bf16: bool = True
     max_minutes: float | None = None
+    stop_at_step: int | None = None  # stop (with a checkpoint) here; the schedule still spans max_steps
 
 
 class CorrectionModel(nn.Module):

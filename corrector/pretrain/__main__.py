@@ -47,6 +47,7 @@ HELP = {
     "halfwidth": "fold full-width ASCII (Ａ１) to half-width while reading the corpus",
     "min_count": "vocabulary: minimum corpus count of a character",
     "max_minutes": "stop after this many minutes with a checkpoint (resume later with --resume)",
+    "stop_at_step": "stop at this step with a checkpoint and the final model; the schedule still spans --max-steps",
 }
 
 
@@ -60,7 +61,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         elif isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[f.name])
         else:
-            kind = {"generator_size": float, "max_minutes": float}.get(f.name, type(default) if default is not None else str)
+            kind = {"generator_size": float, "max_minutes": float, "stop_at_step": int}.get(f.name, type(default) if default is not None else str)
             parser.add_argument(flag, type=kind, default=default, help=f"{HELP[f.name]} (default: {default})")
 
 

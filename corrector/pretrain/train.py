@@ -66,6 +66,7 @@ class PretrainConfig:
     halfwidth: bool = False
     min_count: int = 2  # vocabulary: minimum corpus count of a CJK character
     max_minutes: float | None = None  # stop (with a checkpoint) after this wall time
+    stop_at_step: int | None = None  # stop (with a checkpoint) here; the schedule still spans max_steps
 
 
 # --- the objective ------------------------------------------------------------------------
