@@ -159,6 +159,44 @@ class MetricsLog:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def setup_run(cfg) -> tuple:
+    """(accelerator, output dir) for a trainer config with cpu, bf16, seed and output fields:
+    bf16 autocast only on GPU, a different seed per process (masking, dropout)."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    use_bf16 = cfg.bf16 and torch.cuda.is_available() and not cfg.cpu
+    accelerator = Accelerator(mixed_precision="bf16" if use_bf16 else "no", cpu=cfg.cpu)
+    output = Path(cfg.output)
+    output.mkdir(parents=True, exist_ok=True)
+    set_seed(cfg.seed + accelerator.process_index)
+    return accelerator, output
+
+
+def resume_step(cfg, accelerator, model: nn.Module, optimizer, scheduler, order: BatchOrder, output: Path) -> int:
+    """With `cfg.resume`, restore the latest checkpoint (weights, optimizer, schedule, RNG, data
+    position) and return its step; else 0."""
+    if not cfg.resume or (checkpoint := latest_checkpoint(output)) is None:
+        return 0
+    step, extra = load_checkpoint(checkpoint, accelerator, model, optimizer, scheduler)
+    order.position = extra["position"]
+    accelerator.print(f"resumed from {checkpoint} at step {step}")
+    return step
+
+
+def save_final(accelerator, model: nn.Module, output: Path, tokenizer_dir: str) -> None:
+    """The trained pair as `OUT/discriminator/`, `OUT/generator/` + tokenizer files."""
+    from .pretrain.modeling import save_pair
+
+    write_weight_fingerprint(output, accelerator, model)
+    if accelerator.is_main_process:
+        final = accelerator.unwrap_model(model)
+        final = getattr(final, "_orig_mod", final)  # torch.compile wrapper
+        save_pair(final.discriminator, final.generator, str(output), tokenizer_dir)
+        accelerator.print(f"saved discriminator/ and generator/ to {output}")
+    accelerator.wait_for_everyone()
+
+
 def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: BatchOrder, output: Path, step: int, desc: str) -> int:
     """The optimisation loop both trainers share; returns the last step reached.
 

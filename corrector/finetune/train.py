@@ -27,11 +27,12 @@ from torch import nn
 from ..tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
-    latest_checkpoint,
     linear_schedule,
-    load_checkpoint,
     make_optimizer,
+    resume_step,
     run_loop,
+    save_final,
+    setup_run,
 )
 
 
@@ -157,28 +158,14 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
 
 
 def train(cfg: FinetuneConfig) -> Path:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-    from transformers import AutoTokenizer, ElectraForMaskedLM
+    from transformers import AutoTokenizer
 
-    from ..models import load_discriminator, resolve_model_paths
-    from ..pretrain.modeling import save_pair, tie_embeddings
+    from ..pretrain.modeling import load_pair
 
-    use_bf16 = cfg.bf16 and torch.cuda.is_available() and not cfg.cpu
-    accelerator = Accelerator(mixed_precision="bf16" if use_bf16 else "no", cpu=cfg.cpu)
+    accelerator, output = setup_run(cfg)
     log = accelerator.print
-    output = Path(cfg.output)
-    output.mkdir(parents=True, exist_ok=True)
-    set_seed(cfg.seed + accelerator.process_index)
-
-    paths = resolve_model_paths(cfg.init)
-    discriminator = load_discriminator(paths.discriminator)
-    generator = ElectraForMaskedLM.from_pretrained(paths.generator)
-    if discriminator.config.embedding_size == generator.config.embedding_size:
-        tie_embeddings(discriminator, generator)
-    for model in (discriminator, generator):
-        model.config._attn_implementation = "sdpa"
-    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(paths.tokenizer))
+    discriminator, generator, tokenizer_dir = load_pair(cfg.init)
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     max_length = min(cfg.max_length, discriminator.config.max_position_embeddings)
 
     with accelerator.main_process_first():
@@ -192,11 +179,7 @@ def train(cfg: FinetuneConfig) -> Path:
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
     order = BatchOrder(len(sources), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)
-    step = 0
-    if cfg.resume and (checkpoint := latest_checkpoint(output)) is not None:
-        step, extra = load_checkpoint(checkpoint, accelerator, model, optimizer, scheduler)
-        order.position = extra["position"]
-        log(f"resumed from {checkpoint} at step {step}")
+    step = resume_step(cfg, accelerator, model, optimizer, scheduler, order, output)
     model, optimizer = accelerator.prepare(model, optimizer)
     if accelerator.is_main_process:
         (output / "finetune_config.json").write_text(json.dumps(asdict(cfg), indent=1))
@@ -213,9 +196,5 @@ def train(cfg: FinetuneConfig) -> Path:
         return src.to(device), tgt.to(device), (src != tokenizer.pad_token_id).long().to(device)
 
     run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="finetune")
-    if accelerator.is_main_process:
-        final = accelerator.unwrap_model(model)
-        save_pair(final.discriminator, final.generator, str(output), paths.tokenizer)
-        log(f"saved discriminator/ and generator/ to {output}")
-    accelerator.wait_for_everyone()
+    save_final(accelerator, model, output, tokenizer_dir)
     return output

@@ -87,6 +87,21 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
 
 
+def load_pair(path_or_id: str) -> tuple[ElectraForPreTraining, ElectraForMaskedLM, str]:
+    """(discriminator, generator, tokenizer dir) of an existing model, embeddings re-tied where
+    the shapes allow (separately saved halves load as copies), SDPA attention."""
+    from ..models import load_discriminator, resolve_model_paths
+
+    paths = resolve_model_paths(path_or_id)
+    discriminator = load_discriminator(paths.discriminator)
+    generator = ElectraForMaskedLM.from_pretrained(paths.generator)
+    if discriminator.config.embedding_size == generator.config.embedding_size:
+        tie_embeddings(discriminator, generator)
+    for model in (discriminator, generator):
+        model.config._attn_implementation = "sdpa"  # fused attention kernel on CPU and GPU
+    return discriminator, generator, paths.tokenizer
+
+
 @torch.no_grad()
 def save_pair(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM, output_dir: str, tokenizer_dir: str | None = None) -> None:
     """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`."""

@@ -25,14 +25,14 @@ from torch import nn
 from ..tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
-    latest_checkpoint,
     linear_schedule,
-    load_checkpoint,
     make_optimizer,
+    resume_step,
     run_loop,
-    write_weight_fingerprint,
+    save_final,
+    setup_run,
 )
-from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, save_pair, tie_embeddings
+from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, load_pair
 
 
 @dataclass
@@ -149,17 +149,10 @@ class ReplacedTokenDetection(nn.Module):
 
 def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, CharTokenizer, str]:
     """The pair to train, its tokenizer, and the tokenizer directory to ship with it."""
-    from transformers import AutoTokenizer, ElectraForMaskedLM
-
-    from ..models import load_discriminator, resolve_model_paths
+    from transformers import AutoTokenizer
 
     if cfg.init:
-        paths = resolve_model_paths(cfg.init)
-        discriminator = load_discriminator(paths.discriminator)
-        generator = ElectraForMaskedLM.from_pretrained(paths.generator)
-        if discriminator.config.embedding_size == generator.config.embedding_size:
-            tie_embeddings(discriminator, generator)
-        tokenizer_dir = paths.tokenizer
+        discriminator, generator, tokenizer_dir = load_pair(cfg.init)
         log(f"continuing from {cfg.init}")
         if cfg.reinit_discriminator:
             # Recovery from a collapsed discriminator (constant output): keep what the generator
@@ -185,8 +178,8 @@ def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, Cha
         size.max_position_embeddings = max(size.max_position_embeddings, cfg.max_length)
         vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))
         discriminator, generator = build_pair(size, vocab_size)
-    for model in (discriminator, generator):
-        model.config._attn_implementation = "sdpa"  # fused attention kernel on CPU and GPU
+        for model in (discriminator, generator):
+            model.config._attn_implementation = "sdpa"  # fused attention kernel on CPU and GPU
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
     rtd = ReplacedTokenDetection(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
@@ -210,18 +203,10 @@ def reinitialise(module: nn.Module, std: float) -> None:
 
 
 def train(cfg: PretrainConfig) -> Path:
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
     from .corpus import build_token_cache
 
-    use_bf16 = cfg.bf16 and torch.cuda.is_available() and not cfg.cpu
-    accelerator = Accelerator(mixed_precision="bf16" if use_bf16 else "no", cpu=cfg.cpu)
+    accelerator, output = setup_run(cfg)
     log = accelerator.print
-    output = Path(cfg.output)
-    output.mkdir(parents=True, exist_ok=True)
-    set_seed(cfg.seed + accelerator.process_index)
-
     with accelerator.main_process_first():  # rank 0 builds the vocabulary and token cache
         pair, tokenizer, tokenizer_dir = load_or_build(cfg, log)
         data = build_token_cache(cfg.corpus, tokenizer, output / "cache", cfg.max_length, cfg.halfwidth, log=log)
@@ -231,11 +216,7 @@ def train(cfg: PretrainConfig) -> Path:
     optimizer = make_optimizer(pair, cfg.lr, cfg.weight_decay)
     scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
     order = BatchOrder(len(data), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)
-    step = 0
-    if cfg.resume and (checkpoint := latest_checkpoint(output)) is not None:
-        step, extra = load_checkpoint(checkpoint, accelerator, pair, optimizer, scheduler)
-        order.position = extra["position"]
-        log(f"resumed from {checkpoint} at step {step}")
+    step = resume_step(cfg, accelerator, pair, optimizer, scheduler, order, output)
     model = torch.compile(pair) if cfg.compile else pair
     model, optimizer = accelerator.prepare(model, optimizer)
     if accelerator.is_main_process:
@@ -246,11 +227,5 @@ def train(cfg: PretrainConfig) -> Path:
         return batch, (batch != tokenizer.pad_token_id).long()
 
     run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="pretrain")
-    write_weight_fingerprint(output, accelerator, model)
-    if accelerator.is_main_process:
-        final = accelerator.unwrap_model(model)
-        final = getattr(final, "_orig_mod", final)
-        save_pair(final.discriminator, final.generator, str(output), tokenizer_dir)
-        log(f"saved discriminator/ and generator/ to {output}")
-    accelerator.wait_for_everyone()
+    save_final(accelerator, model, output, tokenizer_dir)
     return output
