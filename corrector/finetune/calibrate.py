@@ -20,7 +20,7 @@ from ..models import SCORER_FILE, load_model
 from ..pipeline import Corrector
 from ..scoring import Scorer
 
-DETECTION_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
+DETECTION_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str]) -> list[int]:
@@ -33,7 +33,7 @@ def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str])
 
 
 def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, detection_grid: Sequence[float] = DETECTION_GRID,
-              fit_detection_threshold: float = 0.05, l2: float = 1e-2, log=print) -> dict:
+              fit_detection_threshold: float = 0.02, l2: float = 1e-2, log=print) -> dict:
     from evaluate.sweep import calibrate as sweep_threshold
 
     bundle = load_model(str(model_dir))
