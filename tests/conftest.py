@@ -19,6 +19,18 @@ TINY_TEXT = (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """One torch thread: the 2-core machine is often shared (training, CI), and two OpenMP
+    threads spin-wait for each other when a core is taken, which makes small models far slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def shared_path(*parts: str) -> Path:
     """A path under ../shared/data; the test is skipped with a clear reason when it is absent."""
     path = SHARED_DATA.joinpath(*parts)

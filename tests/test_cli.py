@@ -7,19 +7,9 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from test_pipeline import RIGHT, WRONG, train_tiny
 
 from corrector.__main__ import main
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The test machine is shared with training jobs: one torch thread avoids spin contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -94,15 +94,6 @@ def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0) -> Path:
     return output_dir
 
 
-@pytest.fixture(scope="session", autouse=True)
-def one_thread():
-    """The test machine is shared with training jobs: one torch thread avoids spin contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="session")
 def trained_model_dir(tmp_path_factory, one_thread) -> Path:
     path = tmp_path_factory.getbasetemp() / "trained_tiny"
