@@ -10,7 +10,7 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,74 @@ import torch
 from torch import nn
 
 CHECKPOINT_DIR = "checkpoints"
+
+
+@dataclass
+class LoopConfig:
+    """The fields `setup_run` and `run_loop` read; both trainers' configs extend it (and may
+    override the defaults)."""
+
+    output: str = "runs/train"
+    batch_size: int = 32  # per process, per micro-step
+    grad_accum: int = 1
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 1000
+    max_steps: int = 10000
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    save_every: int = 500
+    log_every: int = 20
+    resume: bool = False
+    cpu: bool = False
+    bf16: bool = True  # autocast in bf16 on GPU (ignored on CPU)
+    max_minutes: float | None = None  # stop (with a checkpoint) after this wall time
+    stop_at_step: int | None = None  # stop (with a checkpoint) here; the schedule still spans max_steps
+
+
+LOOP_HELP = {
+    "batch_size": "sequences per process per micro-step",
+    "grad_accum": "micro-steps per optimizer step",
+    "lr": "peak learning rate (AdamW)",
+    "weight_decay": "AdamW weight decay (not on biases/LayerNorm)",
+    "warmup_steps": "linear warmup steps, then linear decay to 0 at --max-steps",
+    "max_steps": "optimizer steps in total (the schedule ends here)",
+    "max_grad_norm": "gradient clipping norm",
+    "seed": "random seed (data order, masking, init)",
+    "save_every": "checkpoint every N steps (atomic; the latest one is kept)",
+    "log_every": "write metrics.jsonl / progress every N steps",
+    "resume": "continue from OUTPUT/checkpoints/latest at the same step and data position",
+    "cpu": "force the CPU even where a GPU is present",
+    "bf16": "bf16 autocast on GPU",
+    "max_minutes": "stop after this many minutes with a checkpoint (resume later with --resume)",
+    "stop_at_step": "stop at this step with a checkpoint and the final model; the schedule still spans --max-steps",
+}
+
+
+def add_config_arguments(parser, config_cls, help: dict[str, str], required: tuple[str, ...] = ()) -> None:
+    """One flag per field of a trainer config dataclass (`--max-steps` for `max_steps`); list
+    fields take several values, booleans get --x/--no-x, optional numbers their own type."""
+    import argparse
+    import typing
+
+    defaults = config_cls()
+    hints = typing.get_type_hints(config_cls)
+    for f in fields(config_cls):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        text = help.get(f.name) or LOOP_HELP[f.name]
+        hint = hints[f.name]
+        if typing.get_origin(hint) is list:
+            parser.add_argument(flag, nargs="+", required=f.name in required, default=default, help=text)
+        elif hint is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=text)
+        else:
+            kind = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+            parser.add_argument(flag, type=kind, default=default, help=f"{text} (default: {default})")
+
+
+def config_from_args(config_cls, args):
+    return config_cls(**{f.name: getattr(args, f.name) for f in fields(config_cls)})
 LATEST_FILE = "latest"
 
 

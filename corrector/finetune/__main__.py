@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from dataclasses import fields
 
+from ..training import add_config_arguments, config_from_args
 from .train import FinetuneConfig
 
 HELP = {
@@ -24,22 +24,9 @@ HELP = {
     "dev_share": "share of each --dev-from file held out as dev",
     "max_length": "longest sequence incl. [CLS]/[SEP]; longer sentences are split into windows",
     "batch_size": "sentences per process per micro-step",
-    "grad_accum": "micro-steps per optimizer step",
-    "lr": "peak learning rate (AdamW)",
-    "weight_decay": "AdamW weight decay",
-    "warmup_steps": "linear warmup steps, then linear decay to 0 at --max-steps",
-    "max_steps": "optimizer steps in total",
     "extra_mask_prob": "share of correct positions also masked for the generator",
     "disc_weight": "λ: weight of the detection loss",
-    "max_grad_norm": "gradient clipping norm",
     "seed": "random seed (dev split, data order, masking)",
-    "save_every": "checkpoint every N steps (atomic)",
-    "log_every": "metrics.jsonl / progress every N steps",
-    "resume": "continue from OUTPUT/checkpoints/latest",
-    "cpu": "force the CPU",
-    "bf16": "bf16 autocast on GPU",
-    "max_minutes": "stop after this many minutes with a checkpoint",
-    "stop_at_step": "stop at this step with a checkpoint and the final model; the schedule still spans --max-steps",
 }
 
 
@@ -57,17 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--vocab", help="model/tokenizer dir: only characters of its vocabulary become substitutes")
 
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
-    defaults = FinetuneConfig()
-    for f in fields(FinetuneConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if f.name in ("train", "dev_from"):
-            train.add_argument(flag, nargs="+", required=f.name == "train", default=[], help=HELP[f.name])
-        elif isinstance(default, bool):
-            train.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[f.name])
-        else:
-            kind = {"max_minutes": float, "stop_at_step": int}.get(f.name, type(default))
-            train.add_argument(flag, type=kind, default=default, help=f"{HELP[f.name]} (default: {default})")
+    add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
 
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
@@ -81,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             from .train import train as run_training
 
-            run_training(FinetuneConfig(**{f.name: getattr(args, f.name) for f in fields(FinetuneConfig)}))
+            run_training(config_from_args(FinetuneConfig, args))
             return 0
         from .calibrate import calibrate
 

@@ -27,6 +27,7 @@ from torch import nn
 from ..tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
+    LoopConfig,
     linear_schedule,
     make_optimizer,
     resume_step,
@@ -37,30 +38,19 @@ from ..training import (
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(LoopConfig):
     train: list[str] = field(default_factory=list)  # dataset files (any format corrector.datasets reads)
     init: str = "runs/pretrain"  # pre-trained model dir or hub discriminator id
     output: str = "runs/finetune"
     dev_from: list[str] = field(default_factory=list)  # train files whose held-out share becomes dev.tsv
     dev_share: float = 0.05
     max_length: int = 128
-    batch_size: int = 32
-    grad_accum: int = 1
     lr: float = 3e-4
-    weight_decay: float = 0.01
     warmup_steps: int = 200
     max_steps: int = 3000
     extra_mask_prob: float = 0.15  # correct positions also masked for the generator
     disc_weight: float = 20.0
-    max_grad_norm: float = 1.0
-    seed: int = 42
     save_every: int = 200
-    log_every: int = 20
-    resume: bool = False
-    cpu: bool = False
-    bf16: bool = True
-    max_minutes: float | None = None
-    stop_at_step: int | None = None  # stop (with a checkpoint) here; the schedule still spans max_steps
 
 
 class CorrectionModel(nn.Module):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 
+from ..training import add_config_arguments, config_from_args
 from .modeling import PRESETS
 from .train import PretrainConfig
 
@@ -26,43 +26,14 @@ HELP = {
     "preset": f"model size preset: {', '.join(PRESETS)}",
     "generator_size": "generator width as a fraction of the discriminator's (default: the preset's, 1/4 for small)",
     "max_length": "sequence length in characters incl. [CLS]/[SEP]",
-    "batch_size": "sequences per process per micro-step",
-    "grad_accum": "micro-steps per optimizer step",
-    "lr": "peak learning rate (AdamW)",
-    "weight_decay": "AdamW weight decay (not on biases/LayerNorm)",
-    "warmup_steps": "linear warmup steps, then linear decay to 0 at --max-steps",
-    "max_steps": "optimizer steps in total (the schedule ends here)",
     "mask_prob": "share of positions the generator must predict",
     "mask_token_prob": "share of those replaced by [MASK] (the rest keep their token)",
     "disc_weight": "λ: weight of the discriminator loss",
     "temperature": "generator sampling temperature",
-    "max_grad_norm": "gradient clipping norm",
-    "seed": "random seed (data order, masking, init)",
-    "save_every": "checkpoint every N steps (atomic; the latest one is kept)",
-    "log_every": "write metrics.jsonl / progress every N steps",
-    "resume": "continue from OUTPUT/checkpoints/latest at the same step and data position",
     "compile": "wrap the model in torch.compile",
-    "bf16": "bf16 autocast on GPU",
-    "cpu": "force the CPU even where a GPU is present",
     "halfwidth": "fold full-width ASCII (Ａ１) to half-width while reading the corpus",
     "min_count": "vocabulary: minimum corpus count of a character",
-    "max_minutes": "stop after this many minutes with a checkpoint (resume later with --resume)",
-    "stop_at_step": "stop at this step with a checkpoint and the final model; the schedule still spans --max-steps",
 }
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = PretrainConfig()
-    for f in fields(PretrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if f.name == "corpus":
-            parser.add_argument(flag, nargs="+", required=True, help=HELP[f.name])
-        elif isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=HELP[f.name])
-        else:
-            kind = {"generator_size": float, "max_minutes": float, "stop_at_step": int}.get(f.name, type(default) if default is not None else str)
-            parser.add_argument(flag, type=kind, default=default, help=f"{HELP[f.name]} (default: {default})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab.add_argument("--halfwidth", action="store_true", help=HELP["halfwidth"])
 
     train = commands.add_parser("train", help="pre-train (or continue pre-training) an ELECTRA pair")
-    add_config_arguments(train)
+    add_config_arguments(train, PretrainConfig, HELP, required=("corpus",))
 
     bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
     bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
@@ -107,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         from .train import train as run_training
 
-        config = PretrainConfig(**{f.name: getattr(args, f.name) for f in fields(PretrainConfig)})
+        config = config_from_args(PretrainConfig, args)
         try:
             run_training(config)
         except (FileNotFoundError, ValueError) as error:

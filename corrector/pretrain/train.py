@@ -25,6 +25,7 @@ from torch import nn
 from ..tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
+    LoopConfig,
     linear_schedule,
     make_optimizer,
     resume_step,
@@ -36,7 +37,7 @@ from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, load_p
 
 
 @dataclass
-class PretrainConfig:
+class PretrainConfig(LoopConfig):
     corpus: list[str] = field(default_factory=list)
     output: str = "runs/pretrain"
     vocab: str | None = None  # tokenizer dir; default: built from the corpus into OUTPUT
@@ -45,28 +46,13 @@ class PretrainConfig:
     preset: str = "small"
     generator_size: float | None = None  # overrides the preset's fraction of the width
     max_length: int = 128
-    batch_size: int = 32  # per process, per micro-step
-    grad_accum: int = 1
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 1000
-    max_steps: int = 10000
     mask_prob: float = 0.15
     mask_token_prob: float = 0.85  # of masked positions; the rest keep their token
     disc_weight: float = 50.0
     temperature: float = 1.0
-    max_grad_norm: float = 1.0
-    seed: int = 42
-    save_every: int = 500
-    log_every: int = 20
-    resume: bool = False
     compile: bool = False
-    bf16: bool = True  # autocast in bf16 on GPU (ignored on CPU)
-    cpu: bool = False
     halfwidth: bool = False
     min_count: int = 2  # vocabulary: minimum corpus count of a CJK character
-    max_minutes: float | None = None  # stop (with a checkpoint) after this wall time
-    stop_at_step: int | None = None  # stop (with a checkpoint) here; the schedule still spans max_steps
 
 
 # --- the objective ------------------------------------------------------------------------
