@@ -5,7 +5,10 @@ per batch, not one per character — and its output head is applied only at thos
 (the vocabulary projection is the expensive part of a masked-LM head). The candidates for a
 position are the generator's top-k CJK characters joined with the original character's confusion
 set (same/similar pinyin, similar shape, user pairs) where the generator gives them at least
-`min_confusion_prob`: a confusable character the context rules out is not worth scoring.
+`min_confusion_prob`: a confusable character the context rules out is not worth scoring — unless
+the model has an n-gram LM, which judges every confusable character cheaply. At
+most `max_candidates` per position go on to scoring, ranked by an estimate of how well each
+fits (`cap`): the generator's log-probability plus, when the model has one, the n-gram LM's gain.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .models import ModelBundle
 class CandidateConfig:
     top_k: int = 5  # generator candidates per flagged position
     min_confusion_prob: float = 1e-4  # confusion-set candidates need at least this generator probability
-    max_candidates: int = 12  # most candidates kept per position (highest generator probability first)
+    max_candidates: int = 12  # most candidates kept per position (best generator + n-gram LM estimate first)
 
 
 @dataclass
@@ -37,6 +40,7 @@ class Candidate:
     gen_logprob: float
     orig_logprob: float
     top1: bool
+    lm_gain: float = 0.0  # n-gram LM: log P(sentence with target) - log P(sentence), nats
 
 
 class VocabConfusion:
@@ -105,12 +109,14 @@ def propose(
     vocab_confusion: VocabConfusion,
     bias: torch.Tensor,
     config: CandidateConfig,
+    keep_all_confusable: bool = False,
 ) -> list[list[Candidate]]:
-    """Candidates for each flagged position (same order as rows/index)."""
+    """Every candidate for each flagged position (same order as rows/index), best generator
+    log-probability first; `cap` trims them."""
     allowed = log_probs + bias
     top_lp, top_ids = allowed.topk(min(config.top_k + 1, allowed.shape[1]), dim=-1)
     orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1)
-    floor = math.log(config.min_confusion_prob)
+    floor = float("-inf") if keep_all_confusable else math.log(config.min_confusion_prob)
     out: list[list[Candidate]] = []
     for n in range(len(rows)):
         source = int(source_ids[n])
@@ -125,11 +131,11 @@ def propose(
                 scored[tid] = lp
         if len(conf_ids):
             conf_lp = allowed[n, conf_ids]
-            keep = conf_lp >= floor
+            keep = conf_lp > floor if keep_all_confusable else conf_lp >= floor
             for tid, lp in zip(conf_ids[keep].tolist(), conf_lp[keep].tolist(), strict=True):
                 if tid != source:
                     scored[tid] = lp
-        ranked = sorted(scored.items(), key=lambda item: -item[1])[: config.max_candidates]
+        ranked = sorted(scored.items(), key=lambda item: -item[1])
         out.append([
             Candidate(
                 row=int(rows[n]),
@@ -143,3 +149,9 @@ def propose(
             for tid, lp in ranked
         ])
     return out
+
+
+def cap(per_position: list[list[Candidate]], max_candidates: int) -> list[list[Candidate]]:
+    """The `max_candidates` most plausible candidates of each position: generator log-probability
+    plus n-gram gain (both say how much better the candidate fits than the alternatives)."""
+    return [sorted(cands, key=lambda c: -(c.gen_logprob + c.lm_gain))[:max_candidates] for cands in per_position]

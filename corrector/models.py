@@ -5,7 +5,8 @@ a generator (ElectraForMaskedLM) with a BERT-style vocabulary. Accepted layouts:
 
 * a directory `DIR/` with `DIR/discriminator/` and `DIR/generator/` (each `config.json` +
   `model.safetensors`), tokenizer files in `DIR/` (or in `DIR/discriminator/`), and optionally
-  `DIR/scorer.json` with fitted scorer weights and thresholds — what this project ships and saves;
+  `DIR/scorer.json` with fitted scorer weights and thresholds and `DIR/ngram.safetensors`, a
+  character n-gram LM counted by `python -m corrector.pretrain ngram` — what this project ships;
 * a discriminator given directly, local directory or hub id, whose name contains
   `discriminator`; the generator is the same name with `generator` (the layout of
   `hfl/chinese-electra-180g-small-discriminator` / `...-generator`).
@@ -21,6 +22,8 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedModel
 
+from .ngram import FILENAME as NGRAM_FILE
+from .ngram import NgramLM
 from .tokenization import CharTokenizer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +43,7 @@ class ModelPaths:
     generator: str
     tokenizer: str
     scorer: str | None  # path of scorer.json, if the model has one
+    ngram: str | None = None  # path of ngram.safetensors, if the model has one
 
 
 def resolve_model_paths(path_or_id: str) -> ModelPaths:
@@ -50,8 +54,9 @@ def resolve_model_paths(path_or_id: str) -> ModelPaths:
         if not gen.is_dir():
             raise FileNotFoundError(f"model directory {root} has discriminator/ but no generator/")
         tokenizer = root if (root / "vocab.txt").exists() or (root / "tokenizer.json").exists() else disc
-        scorer = root / SCORER_FILE
-        return ModelPaths(str(disc), str(gen), str(tokenizer), str(scorer) if scorer.exists() else None)
+        scorer, ngram = root / SCORER_FILE, root / NGRAM_FILE
+        return ModelPaths(str(disc), str(gen), str(tokenizer), str(scorer) if scorer.exists() else None,
+                          str(ngram) if ngram.exists() else None)
     if "discriminator" in path_or_id:
         generator = path_or_id.replace("discriminator", "generator")
         scorer = root / SCORER_FILE
@@ -77,6 +82,7 @@ class ModelBundle:
     generator: ElectraForMaskedLM
     device: torch.device
     scorer_config: dict = field(default_factory=dict)
+    ngram: NgramLM | None = None  # feature `lm_gain` is 0 without one
 
     @property
     def max_length(self) -> int:
@@ -96,13 +102,22 @@ class ModelBundle:
 
 
 def load_discriminator(path: str, **kwargs) -> PreTrainedModel:
-    config = AutoConfig.from_pretrained(path, **kwargs)
+    """`kwargs` go to `from_pretrained` (e.g. `dtype`)."""
+    config = AutoConfig.from_pretrained(path)
     architectures = config.architectures or ["ElectraForPreTraining"]
     if any("TokenClassification" in arch for arch in architectures):
         from transformers import AutoModelForTokenClassification
 
         return AutoModelForTokenClassification.from_pretrained(path, **kwargs)
     return ElectraForPreTraining.from_pretrained(path, **kwargs)
+
+
+def load_halves(paths: ModelPaths) -> tuple[PreTrainedModel, ElectraForMaskedLM]:
+    """Discriminator and generator in fp32 whatever the stored precision (the shipped model
+    stores fp16 to halve its size; transformers would otherwise keep the file's dtype)."""
+    discriminator = load_discriminator(paths.discriminator, dtype=torch.float32)
+    generator = ElectraForMaskedLM.from_pretrained(paths.generator, dtype=torch.float32)
+    return discriminator, generator
 
 
 def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu") -> ModelBundle:
@@ -113,8 +128,8 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda was requested but CUDA is not available")
     hf_tokenizer = AutoTokenizer.from_pretrained(paths.tokenizer)
-    discriminator = load_discriminator(paths.discriminator).to(device).eval()
-    generator = ElectraForMaskedLM.from_pretrained(paths.generator).to(device).eval()
+    discriminator, generator = load_halves(paths)
+    discriminator, generator = discriminator.to(device).eval(), generator.to(device).eval()
     scorer_config: dict = {}
     if paths.scorer:
         scorer_config = json.loads(Path(paths.scorer).read_text(encoding="utf-8"))
@@ -125,4 +140,5 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
         generator=generator,
         device=device,
         scorer_config=scorer_config,
+        ngram=NgramLM.load(paths.ngram) if paths.ngram else None,
     )

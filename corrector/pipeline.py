@@ -5,7 +5,8 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
 1. one discriminator pass: P(replaced) per character; editable CJK positions above
    `detection_threshold` are flagged;
 2. one generator pass with every flagged position of the batch masked: top-k candidates plus
-   confusion-set candidates (candidates.py);
+   confusion-set candidates (candidates.py), each with its gain under the model's character
+   n-gram LM (ngram.py) when it has one, capped per position;
 3. features per candidate and a first ranking with the scorer (scoring.py), the recheck
    feature imputed;
 4. one batched discriminator pass over the flagged sentences with the top `recheck_top`
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .candidates import Candidate, CandidateConfig, VocabConfusion, cjk_bias, masked_log_probs, propose
+from .candidates import Candidate, CandidateConfig, VocabConfusion, cap, cjk_bias, masked_log_probs, propose
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
 from .models import ModelBundle, load_model
@@ -234,7 +235,10 @@ class Corrector:
         source_ids = batch.input_ids[rows.to(batch.input_ids.device), (index + 1).to(batch.input_ids.device)].cpu()
         source_chars = [texts[group[r].text_index][group[r].offsets[i]] for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
         per_position = propose(log_probs, rows, index, source_ids, source_chars, self.vocab_confusion,
-                               self.cjk_bias, self.config.candidates)
+                               self.cjk_bias, self.config.candidates, keep_all_confusable=bundle.ngram is not None)
+        if bundle.ngram is not None:
+            self._add_lm_gains(texts, group, per_position)
+        per_position = cap(per_position, self.config.candidates.max_candidates)
 
         # Protection and features, per candidate.
         nouns: dict[int, set[int]] = {}
@@ -334,8 +338,19 @@ class Corrector:
             kept.extend(sorted(group, key=lambda e: (-e.confidence, e.position))[:limit])
         return kept
 
+    def _add_lm_gains(self, texts, group: list[_Item], per_position: list[list[Candidate]]) -> None:
+        """Set `lm_gain` of every candidate: one vectorised n-gram pass for the whole batch."""
+        tok = self.bundle.tokenizer
+        flagged = [cands for cands in per_position if cands]
+        sites = [(texts[group[c[0].row].text_index], group[c[0].row].offsets[c[0].index]) for c in flagged]
+        options = [[tok.token(c.target_id) for c in cands] for cands in flagged]
+        for cands, gains in zip(flagged, self.bundle.ngram.replacement_gains(sites, options), strict=True):
+            for cand, gain in zip(cands, gains.tolist(), strict=True):
+                cand.lm_gain = gain
+
     @staticmethod
     def _features(cand: Candidate, detect_prob: float, in_noun: bool, orig_word: float, cand_word: float) -> list[float]:
+        lm_gain = max(-20.0, min(20.0, cand.lm_gain))
         values = {
             "bias": 1.0,
             "gen_logprob": max(-20.0, cand.gen_logprob),
@@ -350,6 +365,8 @@ class Corrector:
             "cand_word": cand_word,
             "orig_word": orig_word,
             "proper_noun": float(in_noun),
+            "lm_gain": lm_gain,
+            "lm_gain_unrelated": 0.0 if cand.relation else lm_gain,
         }
         return [values[name] for name in FEATURES]
 

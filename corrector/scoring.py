@@ -16,6 +16,11 @@ For a flagged position with original character `o` and candidate `c` the feature
                     position once c is written there (0 if none)
     orig_word       the same with o
     proper_noun     the position is inside a jieba proper-noun token (nr/ns/nt/nz)
+    lm_gain         log P_ngram(sentence with c) - log P_ngram(sentence with o), the model's
+                    character n-gram LM (ngram.py), clipped to [-20, 20]; 0 without one
+    lm_gain_unrelated  lm_gain again when c is in no confusion relation with o, else 0: a gain
+                    for an unconfusable character (a generator guess) is weaker evidence of a
+                    typo, so it gets its own slope
 
 confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
@@ -49,6 +54,8 @@ FEATURES: tuple[str, ...] = (
     "cand_word",
     "orig_word",
     "proper_noun",
+    "lm_gain",
+    "lm_gain_unrelated",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
 
@@ -69,6 +76,8 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "cand_word": 0.5,
     "orig_word": -0.5,
     "proper_noun": -3.0,
+    "lm_gain": 0.5,
+    "lm_gain_unrelated": -0.25,
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined

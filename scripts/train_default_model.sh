@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Reproduce the shipped model (data/model) end to end with this project's own modules:
-#   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> calibration -> evaluation.
+#   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> n-gram LM ->
+#   calibration -> release (fp16) -> evaluation.
 #
 #   bash scripts/train_default_model.sh                       # the recipe of the shipped model
-#   PRESET=small STAGE2_STOP=600 FINETUNE_STOP=2000 bash scripts/...   # let the schedules run to the end
+#   PRESET=small STAGE2_STOP=600 bash scripts/...          # let the pre-training schedule run to the end
 #   INIT=hfl/chinese-electra-180g-small-discriminator bash …  # start from a hub checkpoint (skips pre-training)
 #
 # Every step is resumable: rerun the script and finished steps are skipped, a pre-training or
@@ -18,6 +19,7 @@ GENERATOR_SIZE=${GENERATOR_SIZE:-0.5}
 STAGE2_STOP=${STAGE2_STOP:-300}   # the step the shipped model's stage 2 reached in its 32-minute box
 FINETUNE_STEPS=${FINETUNE_STEPS:-2000}
 FINETUNE_STOP=${FINETUNE_STOP:-947}
+NGRAM_ORDER=${NGRAM_ORDER:-3}
 SYNTH_SIZE=${SYNTH_SIZE:-60000}
 INIT=${INIT:-}
 OUT=${OUT:-data/model}
@@ -53,13 +55,14 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
   --train "$RUNS/synth.tsv" "${REAL_TRAIN[@]}" "${REAL_TRAIN[@]}" --dev-from "${REAL_TRAIN[@]}" --dev-share 0.08 \
   --max-steps "$FINETUNE_STEPS" --stop-at-step "$FINETUNE_STOP" --lr 3e-4 --warmup-steps 150 --seed 42 --resume
 
+# The character n-gram LM the scorer uses beside the generator (feature lm_gain), from the same corpus.
+[ -f "$RUNS/finetune/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$SHARED/corpus" \
+  --output "$RUNS/finetune" --order "$NGRAM_ORDER"
+
 python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv"
 
-# Ship: weights (safetensors), tokenizer, scorer.json — no checkpoints.
-mkdir -p "$OUT"
-cp -r "$RUNS/finetune/discriminator" "$RUNS/finetune/generator" "$OUT/"
-cp "$RUNS/finetune/"{vocab.txt,tokenizer.json,tokenizer_config.json,scorer.json} "$OUT/"
-cp "$RUNS/finetune/"special_tokens_map.json "$OUT/" 2>/dev/null || true
+# Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors — no checkpoints.
+python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"
 
 python -m evaluate "$CSC/sighan/test2013.tsv" "$CSC/sighan/test2014.tsv" "$CSC/sighan/test2015.tsv" \
   "$CSC/ecspell/law.test.tsv" "$CSC/ecspell/med.test.tsv" "$CSC/ecspell/odw.test.tsv" \

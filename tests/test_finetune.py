@@ -133,3 +133,30 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     corrector = Corrector(load_model(str(model)))
     assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
     assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])
+
+
+def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_path: Path):
+    import shutil
+
+    import torch
+
+    from corrector.finetune.__main__ import main
+    from corrector.models import load_model
+    from corrector.ngram import NgramLM
+
+    source = tmp_path / "trained"
+    shutil.copytree(tiny_model_dir, source)
+    (source / "scorer.json").write_text(json.dumps({"threshold": 0.3}), encoding="utf-8")
+    NgramLM.count(["少先队员应该为老人让座。"], min_char_count=1).save(source)
+    assert main(["ship", "--model", str(source), "--output", str(tmp_path / "release")]) == 0
+
+    release = tmp_path / "release"
+    assert {p.name for p in release.iterdir()} >= {"discriminator", "generator", "vocab.txt", "scorer.json", "ngram.safetensors"}
+    weights = lambda d: (d / "discriminator" / "model.safetensors").stat().st_size  # noqa: E731
+    assert weights(release) < 0.6 * weights(source)
+    shipped, original = load_model(str(release)), load_model(str(source))
+    assert shipped.ngram is not None and shipped.scorer_config["threshold"] == 0.3
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    mask = torch.ones_like(ids)
+    assert next(shipped.discriminator.parameters()).dtype == torch.float32
+    assert torch.allclose(shipped.replaced_probability(ids, mask), original.replaced_probability(ids, mask), atol=1e-3)

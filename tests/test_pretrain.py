@@ -254,3 +254,14 @@ def test_continue_from_hub_layout_directories(toy_corpus: Path, tmp_path: Path):
     assert not torch.allclose(before[layer], after[layer]), "discriminator layers re-initialised"
     embeddings = "electra.embeddings.word_embeddings.weight"
     assert torch.allclose(before[embeddings], after[embeddings], atol=1e-6), "shared embeddings kept"
+
+
+def test_bench_times_both_steps_and_writes_json(tmp_path):
+    from corrector.pretrain.bench import run_bench
+
+    path = tmp_path / "bench.json"
+    result = run_bench("tiny", batch_size=2, max_length=16, vocab_size=64, steps=1, json_path=str(path))
+    assert json.loads(path.read_text()) == result
+    for key in ("naive_tokens_per_s", "ours_tokens_per_s", "ours_fp32_tokens_per_s", "speedup", "speedup_fp32"):
+        assert result[key] > 0
+    assert result["ours_precision"] in ("bf16 autocast", "fp32")

@@ -1,10 +1,11 @@
-"""`python -m corrector.finetune {synth,train,calibrate}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {synth,train,calibrate,ship}` — spelling-correction fine-tuning.
 
 Examples:
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
     python -m corrector.finetune train --init runs/pretrain --output runs/finetune \\
         --train runs/synth.tsv ../shared/data/csc/sighan/train2015.tsv … --dev-from ../shared/data/csc/sighan/train2015.tsv …
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
+    python -m corrector.finetune ship --model runs/finetune --output data/model
 """
 
 from __future__ import annotations
@@ -51,8 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
     cal.add_argument("--batch-size", type=int, default=32)
 
+    ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
+    ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
+    ship.add_argument("--output", required=True, help="release directory (e.g. data/model)")
+    ship.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
+
     args = parser.parse_args(argv)
     try:
+        if args.command == "ship":
+            return run_ship(args)
         if args.command == "synth":
             return run_synth(args)
         if args.command == "train":
@@ -67,6 +75,33 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def run_ship(args: argparse.Namespace) -> int:
+    """Weights are stored in fp16 (every loader of this project reads them back as fp32; inference
+    results move by ~1e-4), the rest is copied: the release is what a user downloads."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+
+    from ..models import SCORER_FILE
+    from ..ngram import FILENAME as NGRAM_FILE
+    from ..pretrain.modeling import load_pair, save_pair
+
+    source, target = Path(args.model), Path(args.output)
+    discriminator, generator, tokenizer_dir = load_pair(str(source))
+    for half in ("discriminator", "generator"):
+        shutil.rmtree(target / half, ignore_errors=True)  # no stale shards from an earlier release
+    save_pair(discriminator, generator, str(target), tokenizer_dir, dtype=None if args.fp32 else torch.float16)
+    for name in (SCORER_FILE, NGRAM_FILE):
+        if (source / name).exists():
+            shutil.copy2(source / name, target / name)
+        else:
+            print(f"warning: {source / name} is missing; the release has none", file=sys.stderr)
+    size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+    print(f"shipped {source} -> {target} ({size / 1e6:.1f} MB)")
+    return 0
 
 
 def run_synth(args: argparse.Namespace) -> int:

@@ -20,7 +20,12 @@ from ..models import SCORER_FILE, load_model
 from ..pipeline import Corrector
 from ..scoring import Scorer
 
-DETECTION_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+# 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
+# used as a feature than as a gate (measured on dev, see the model card).
+DETECTION_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
+# Edit thresholds swept: the 0.01 grid plus a log-spaced low end, since a logistic fit on
+# candidates (few of which are gold) puts many good edits' confidence below 0.05.
+EDIT_THRESHOLDS = sorted({round(0.01 * i, 2) for i in range(1, 100)} | {round(0.001 * 1.25 ** i, 5) for i in range(18)})
 
 
 def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str]) -> list[int]:
@@ -33,7 +38,7 @@ def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str])
 
 
 def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, detection_grid: Sequence[float] = DETECTION_GRID,
-              fit_detection_threshold: float = 0.02, l2: float = 1e-2, log=print) -> dict:
+              fit_detection_threshold: float | None = None, l2: float = 1e-2, log=print) -> dict:
     from evaluate.sweep import calibrate as sweep_threshold
 
     bundle = load_model(str(model_dir))
@@ -43,6 +48,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     sources = [e.source for e in examples]
     targets = [e.target for e in examples]
 
+    if fit_detection_threshold is None:  # fit on the candidates of the most permissive setting
+        fit_detection_threshold = min(detection_grid)
     corrector = Corrector(bundle, scorer={})  # hand-set default weights to start from
     candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
     labels = candidate_labels(candidates, sources, targets)
@@ -56,7 +63,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     best = None
     for detection_threshold in detection_grid:
         trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold)
-        result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size)
+        result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
         point = result.best
         f1 = point.value("sentence.correction.f1")
         log(f"detection threshold {detection_threshold:.2f}: best edit threshold {point.threshold:.2f}, "

@@ -1,10 +1,12 @@
-"""`python -m corrector.pretrain {vocab,train,bench}` — ELECTRA pre-training from the command line.
+"""`python -m corrector.pretrain {vocab,train,ngram,bench}` — ELECTRA pre-training (and the
+character n-gram LM the scorer uses beside it) from the command line.
 
 Examples:
     python -m corrector.pretrain vocab --corpus ../shared/data/corpus --output runs/vocab
     python -m corrector.pretrain train --corpus ../shared/data/corpus --output runs/pt --preset small
     accelerate launch --num_processes 4 -m corrector.pretrain train --corpus CORPUS --output OUT
     python -m corrector.pretrain train --corpus MY_TEXT --output OUT --init hfl/chinese-electra-180g-small-discriminator
+    python -m corrector.pretrain ngram --corpus ../shared/data/corpus --output runs/finetune
     python -m corrector.pretrain bench
 """
 
@@ -51,6 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="pre-train (or continue pre-training) an ELECTRA pair")
     add_config_arguments(train, PretrainConfig, HELP, required=("corpus",))
 
+    ngram = commands.add_parser("ngram", help="count a character n-gram LM into OUTPUT/ngram.safetensors (scorer feature lm_gain)")
+    ngram.add_argument("--corpus", nargs="+", required=True, help=HELP["corpus"])
+    ngram.add_argument("--output", required=True, help="model directory to write ngram.safetensors into")
+    ngram.add_argument("--order", type=int, default=3, help="n-gram order (default: 3)")
+    ngram.add_argument("--min-count", type=int, default=2, help="prune n-grams of order >= 3 seen fewer times (default: 2)")
+    ngram.add_argument("--min-char-count", type=int, default=2, help="rarer characters share one 'unknown' id (default: 2)")
+    ngram.add_argument("--halfwidth", action="store_true", help=HELP["halfwidth"])
+
     bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
     bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
     bench.add_argument("--batch-size", type=int, default=32)
@@ -74,6 +84,22 @@ def main(argv: list[str] | None = None) -> int:
         tokens = build_vocab(counts, min_count=args.min_count, max_size=args.max_size)
         write_tokenizer(tokens, args.output)
         print(f"{len(tokens)} tokens from {stats.summary()} -> {args.output}")
+        return 0
+    if args.command == "ngram":
+        from ..ngram import NgramLM
+        from .corpus import CorpusStats, iter_lines, list_corpus_files
+
+        stats = CorpusStats()
+        try:
+            lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
+            model = NgramLM.count(lines, order=args.order, min_char_count=args.min_char_count, min_count=args.min_count)
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(str(error))
+        path = model.save(args.output)
+        sizes = ", ".join(f"{len(keys)} {k}-grams" for k, keys in enumerate(model.keys, start=1))
+        read = (f"{stats.files} files, {len(lines)} lines, {sum(map(len, lines))} characters "
+                f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
+        print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
     if args.command == "train":
         from .train import train as run_training
