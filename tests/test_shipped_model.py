@@ -1,9 +1,4 @@
-"""End-to-end checks with the model this project ships in data/model.
-
-The issue-5 example (少先队员因该为老人让坐 -> 少先队员应该为老人让座) is not asserted yet: the
-current CPU-trained model does not make that correction (see data/model/README.md); the test
-is added with the first model that does.
-"""
+"""End-to-end checks with the model this project ships in data/model."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import shared_path
 from corrector.models import DEFAULT_MODEL_DIR
 
 pytestmark = pytest.mark.skipif(
@@ -30,7 +26,8 @@ def corrector():
 
 def test_model_directory_is_complete_and_calibrated():
     for name in ("discriminator/config.json", "discriminator/model.safetensors", "generator/config.json",
-                 "generator/model.safetensors", "vocab.txt", "tokenizer.json", "scorer.json", "README.md"):
+                 "generator/model.safetensors", "vocab.txt", "tokenizer.json", "scorer.json", "ngram.safetensors",
+                 "README.md"):
         assert (DEFAULT_MODEL_DIR / name).exists(), name
     scorer = json.loads((DEFAULT_MODEL_DIR / "scorer.json").read_text(encoding="utf-8"))
     assert "calibration" in scorer and scorer["calibration"]["dev"].endswith("dev.tsv")
@@ -38,9 +35,25 @@ def test_model_directory_is_complete_and_calibrated():
     assert size < 60 * 1024 * 1024
 
 
+@pytest.mark.xfail(strict=True, reason="issue 5 not reached: the shipped model fixes 坐->座 but scores 因->应 "
+                   "0.0099, under its calibrated edit threshold 0.0116 (data/model/README.md)")
+def test_corrects_the_classic_example(corrector):
+    result = corrector.correct("少先队员因该为老人让坐")
+    assert result.target == "少先队员应该为老人让座"
+    assert [(e.position, e.source, e.target) for e in result.edits] == [(4, "因", "应"), (10, "坐", "座")]
+
+
 def test_error_free_news_sentence_is_unchanged(corrector):
     # A sentence of the kind the news corpus is made of (Xinwen Lianbo style).
     sentence = "国务院总理主持召开国务院常务会议，部署进一步做好稳就业工作。"
+    assert corrector.correct(sentence).target == sentence
+
+
+def test_sentence_of_the_news_corpus_is_unchanged(corrector):
+    """The first full sentence (ending in 。, ≥ 20 characters) of the People's Daily text."""
+    path = shared_path("corpus", "news_rmrb_199801.txt")
+    with open(path, encoding="utf-8") as handle:
+        sentence = next(part + "。" for line in handle for part in line.strip().split("。")[:-1] if len(part) >= 19)
     assert corrector.correct(sentence).target == sentence
 
 

@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
     cal.add_argument("--batch-size", type=int, default=32)
+    cal.add_argument("--detection-grid", type=float, nargs="+", default=None,
+                     help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
 
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from .calibrate import calibrate
 
-        calibrate(args.model, args.dev, batch_size=args.batch_size)
+        calibrate(args.model, args.dev, batch_size=args.batch_size,
+                  **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
