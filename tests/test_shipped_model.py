@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import shared_path
+
 from corrector.models import DEFAULT_MODEL_DIR
 
 pytestmark = pytest.mark.skipif(
