@@ -69,7 +69,7 @@ class NgramLM:
 
     @property
     def bits(self) -> int:
-        return max(1, int(len(self.chars) - 1).bit_length())
+        return bits_per_id(len(self.chars))
 
     def ids(self, text: str) -> np.ndarray:
         return np.array([self._index.get(ch, UNKNOWN) for ch in text], dtype=np.uint64)
@@ -155,9 +155,7 @@ class NgramLM:
             dtype=np.uint64,
         )
         stream = np.r_[np.uint64(BOUNDARY), stream]
-        probe = cls.__new__(cls)
-        probe.chars = chars
-        bits = cls.bits.fget(probe)
+        bits = bits_per_id(len(chars))
         if order * bits > 64:
             raise ValueError(f"order {order} needs {order * bits} bits with {len(chars)} characters; lower --order")
         keys, counts = [], []
@@ -202,6 +200,11 @@ class NgramLM:
             keys = [handle.get_tensor(f"keys_{k}").astype(np.uint64) for k in range(1, order + 1)]
             counts = [handle.get_tensor(f"counts_{k}").astype(np.uint32) for k in range(1, order + 1)]
         return cls(chars=json.loads(metadata["chars"]), keys=keys, counts=counts, discount=float(metadata["discount"]))
+
+
+def bits_per_id(table_size: int) -> int:
+    """Bits one character id takes in a packed n-gram key."""
+    return max(1, (table_size - 1).bit_length())
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:
