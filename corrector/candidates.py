@@ -4,22 +4,25 @@ The generator sees every flagged position of the whole batch masked at once — 
 per batch, not one per character — and its output head is applied only at those positions
 (the vocabulary projection is the expensive part of a masked-LM head). The candidates for a
 position are the generator's top-k CJK characters joined with the original character's confusion
-set (same/similar pinyin, similar shape, user pairs) where the generator gives them at least
+set (same/similar pinyin, similar shape, user pairs, and the corrections of that character seen
+in the model's training data) where the generator gives them at least
 `min_confusion_prob`: a confusable character the context rules out is not worth scoring — unless
 the model has an n-gram LM, which judges every confusable character cheaply. At
 most `max_candidates` per position go on to scoring, ranked by an estimate of how well each
-fits (`cap`): the generator's log-probability plus, when the model has one, the n-gram LM's gain.
+fits: the generator's log-probability plus, when the model has one, the n-gram LM's gain.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .confusion import ConfusionSet
+from .confusion import LEARNED_PAIR, ConfusionSet
 from .detection import Batch
 from .models import ModelBundle
 
@@ -44,10 +47,15 @@ class Candidate:
 
 
 class VocabConfusion:
-    """Confusion sets as vocabulary ids: source id -> (candidate ids, relation bits)."""
+    """Confusion sets as vocabulary ids: source id -> (candidate ids, relation bits).
+
+    The model's learned error pairs (`bundle.error_pairs`) join the confusion set with the
+    LEARNED_PAIR bit: a correction people really made is a candidate whatever its relation.
+    """
 
     def __init__(self, confusion: ConfusionSet, bundle: ModelBundle) -> None:
         self.confusion = confusion
+        self.error_pairs = bundle.error_pairs
         self.tokenizer = bundle.tokenizer
         self.cjk = set(self.tokenizer.cjk_ids)
         self._memo: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -59,7 +67,11 @@ class VocabConfusion:
         if memo is not None:
             return memo
         ids, bits = [], []
-        for target, relation in self.confusion.relations(char).items():
+        relations = dict(self.confusion.relations(char))
+        if self.error_pairs is not None:
+            for target in self.error_pairs.targets(char):
+                relations[target] = relations.get(target, 0) | LEARNED_PAIR
+        for target, relation in relations.items():
             target_id = self.tokenizer.vocab.get(target)
             if target_id is not None and target_id in self.cjk:
                 ids.append(target_id)
@@ -109,49 +121,58 @@ def propose(
     vocab_confusion: VocabConfusion,
     bias: torch.Tensor,
     config: CandidateConfig,
-    keep_all_confusable: bool = False,
+    lm_gains: Callable[[list[torch.Tensor]], list[np.ndarray]] | None = None,
 ) -> list[list[Candidate]]:
-    """Every candidate for each flagged position (same order as rows/index), best generator
-    log-probability first; `cap` trims them."""
+    """The candidates of each flagged position (same order as rows/index), most plausible first.
+
+    Per position: the generator's top-k CJK characters and the source character's confusion set
+    (with `lm_gains`, a function giving the n-gram gain of each position's candidate ids, every
+    confusable character; without, those the generator gives `min_confusion_prob`). Then at most
+    `max_candidates` are kept, ranked by generator log-probability plus n-gram gain. The work is
+    done on id arrays; `Candidate` objects are made only for what is kept.
+    """
     allowed = log_probs + bias
     top_lp, top_ids = allowed.topk(min(config.top_k + 1, allowed.shape[1]), dim=-1)
     orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1)
-    floor = float("-inf") if keep_all_confusable else math.log(config.min_confusion_prob)
-    out: list[list[Candidate]] = []
+    ids_per_position: list[torch.Tensor] = []
+    bits_per_position: list[torch.Tensor] = []
     for n in range(len(rows)):
         source = int(source_ids[n])
-        best = int(top_ids[n, 0])
         conf_ids, conf_bits = vocab_confusion(source_chars[n])
-        relation = dict(zip(conf_ids.tolist(), conf_bits.tolist(), strict=True))
-        scored: dict[int, float] = {}
-        for lp, tid in zip(top_lp[n].tolist(), top_ids[n].tolist(), strict=True):
-            if len(scored) == config.top_k:
-                break
-            if tid != source and lp > float("-inf"):
-                scored[tid] = lp
         if len(conf_ids):
             conf_lp = allowed[n, conf_ids]
-            keep = conf_lp > floor if keep_all_confusable else conf_lp >= floor
-            for tid, lp in zip(conf_ids[keep].tolist(), conf_lp[keep].tolist(), strict=True):
-                if tid != source:
-                    scored[tid] = lp
-        ranked = sorted(scored.items(), key=lambda item: -item[1])
-        out.append([
-            Candidate(
-                row=int(rows[n]),
-                index=int(index[n]),
-                target_id=tid,
-                relation=relation.get(tid, 0),
-                gen_logprob=lp,
-                orig_logprob=float(orig_lp[n]),
-                top1=tid == best,
-            )
-            for tid, lp in ranked
-        ])
+            keep = conf_lp > float("-inf") if lm_gains is not None else conf_lp >= math.log(config.min_confusion_prob)
+            conf_ids, conf_bits = conf_ids[keep], conf_bits[keep]
+        generated = top_ids[n][(top_ids[n] != source) & (top_lp[n] > float("-inf"))][: config.top_k]
+        generated = generated[~torch.isin(generated, conf_ids)]
+        ids = torch.cat([conf_ids, generated])
+        bits = torch.cat([conf_bits, torch.zeros(len(generated), dtype=torch.long)])
+        keep = ids != source
+        ids_per_position.append(ids[keep])
+        bits_per_position.append(bits[keep])
+
+    out: list[list[Candidate]] = [[] for _ in range(len(rows))]
+    sizes = torch.tensor([len(ids) for ids in ids_per_position], dtype=torch.long)
+    if int(sizes.sum()) == 0:
+        return out
+    flat_ids = torch.cat(ids_per_position)
+    position = torch.repeat_interleave(torch.arange(len(rows)), sizes)
+    gen_lp = allowed[position, flat_ids]
+    lm = torch.zeros(len(flat_ids))
+    if lm_gains is not None:
+        lm = torch.from_numpy(np.concatenate(lm_gains(ids_per_position))).float()
+    # Rank within each position by generator + n-gram, keep the first `max_candidates` of each.
+    order = torch.from_numpy(np.lexsort((-(gen_lp + lm).numpy(), position.numpy())))
+    rank = torch.arange(len(order)) - (torch.cumsum(sizes, 0) - sizes)[position[order]]
+    kept = order[rank < config.max_candidates].tolist()
+    columns = {
+        "target_id": flat_ids.tolist(), "relation": torch.cat(bits_per_position).tolist(),
+        "gen_logprob": gen_lp.tolist(), "lm_gain": lm.tolist(),
+        "top1": (flat_ids == top_ids[position, 0]).tolist(),
+    }
+    position_of, rows_of, index_of, orig_of = position.tolist(), rows.tolist(), index.tolist(), orig_lp.tolist()
+    for k in kept:
+        n = position_of[k]
+        out[n].append(Candidate(row=rows_of[n], index=index_of[n], orig_logprob=orig_of[n],
+                                **{name: values[k] for name, values in columns.items()}))
     return out
-
-
-def cap(per_position: list[list[Candidate]], max_candidates: int) -> list[list[Candidate]]:
-    """The `max_candidates` most plausible candidates of each position: generator log-probability
-    plus n-gram gain (both say how much better the candidate fits than the alternatives)."""
-    return [sorted(cands, key=lambda c: -(c.gen_logprob + c.lm_gain))[:max_candidates] for cands in per_position]

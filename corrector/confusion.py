@@ -38,8 +38,9 @@ from .tokenization import is_cjk
 BUILD_VERSION = 3  # bump when the build logic changes: old caches are then ignored
 
 SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR = 1, 2, 4, 8
+LEARNED_PAIR = 16  # seen as a real correction in the model's training data (error_pairs.py)
 RELATION_NAMES = {SAME_PINYIN: "same_pinyin", SIMILAR_PINYIN: "similar_pinyin", SIMILAR_SHAPE: "similar_shape",
-                  USER_PAIR: "user_pair"}
+                  USER_PAIR: "user_pair", LEARNED_PAIR: "learned_pair"}
 
 INITIALS = ("zh", "ch", "sh", "b", "p", "m", "f", "d", "t", "n", "l", "g", "k", "h", "j", "q", "x", "r", "z",
             "c", "s", "y", "w")

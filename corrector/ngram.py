@@ -72,7 +72,11 @@ class NgramLM:
         return bits_per_id(len(self.chars))
 
     def ids(self, text: str) -> np.ndarray:
-        return np.array([self._index.get(ch, UNKNOWN) for ch in text], dtype=np.uint64)
+        return self.char_ids(text)
+
+    def char_ids(self, chars: Iterable[str]) -> np.ndarray:
+        """The LM id of each character (UNKNOWN for anything else, e.g. a multi-character token)."""
+        return np.array([self._index.get(ch, UNKNOWN) for ch in chars], dtype=np.uint64)
 
     def _pack(self, grams: np.ndarray) -> np.ndarray:
         packed = np.zeros(len(grams), dtype=np.uint64)
@@ -100,9 +104,11 @@ class NgramLM:
             prob = np.where(seen, interpolated, prob)
         return np.log(prob)
 
-    def replacement_gains(self, sites: Sequence[tuple[str, int]], options: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """For each site (text, position) and its candidate characters: log P(text with the
-        candidate at position) - log P(text), in nats, one array per site.
+    def replacement_gains(self, sites: Sequence[tuple[str, int]],
+                          options: Sequence[Sequence[str] | np.ndarray]) -> list[np.ndarray]:
+        """For each site (text, position) and its candidate characters (strings, or arrays of
+        this LM's ids): log P(text with the candidate at position) - log P(text), in nats, one
+        array per site.
 
         Only the `order` n-grams ending at position .. position+order-1 change, so only those are
         scored; the text's start and end are boundaries (the end is an event when in reach).
@@ -123,10 +129,10 @@ class NgramLM:
         site = np.repeat(np.arange(len(sites)), sizes + 1)  # the original first, then the candidates
         rows = context[site]
         first = np.r_[0, np.cumsum(sizes + 1)[:-1]]
-        targets = [self._index.get(ch, UNKNOWN) for chars in options for ch in chars]
+        targets = [chars if isinstance(chars, np.ndarray) else self.char_ids(chars) for chars in options]
         candidate_rows = np.ones(len(rows), dtype=bool)
         candidate_rows[first] = False
-        rows[candidate_rows, n - 1] = np.array(targets, dtype=np.uint64)
+        rows[candidate_rows, n - 1] = np.concatenate(targets).astype(np.uint64) if targets else []
         grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
         logp = self.log_prob(grams).reshape(len(rows), n)
         logp[np.arange(n)[None, :] >= events[site][:, None]] = 0.0

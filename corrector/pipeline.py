@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .candidates import Candidate, CandidateConfig, VocabConfusion, cap, cjk_bias, masked_log_probs, propose
+from .candidates import Candidate, CandidateConfig, VocabConfusion, cjk_bias, masked_log_probs, propose
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
 from .models import ModelBundle, load_model
@@ -144,6 +144,9 @@ class Corrector:
         self.confusion = confusion or ConfusionSet.build(confusion_file)
         self.vocab_confusion = VocabConfusion(self.confusion, self.bundle)
         self.cjk_bias = cjk_bias(self.bundle)
+        if self.bundle.ngram is not None:  # vocabulary id -> n-gram LM id, for candidate arrays
+            tok = self.bundle.tokenizer
+            self.vocab_to_lm = self.bundle.ngram.char_ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
 
@@ -234,11 +237,16 @@ class Corrector:
         log_probs = masked_log_probs(bundle, batch, rows, index)
         source_ids = batch.input_ids[rows.to(batch.input_ids.device), (index + 1).to(batch.input_ids.device)].cpu()
         source_chars = [texts[group[r].text_index][group[r].offsets[i]] for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
-        per_position = propose(log_probs, rows, index, source_ids, source_chars, self.vocab_confusion,
-                               self.cjk_bias, self.config.candidates, keep_all_confusable=bundle.ngram is not None)
+        lm_gains = None
         if bundle.ngram is not None:
-            self._add_lm_gains(texts, group, per_position)
-        per_position = cap(per_position, self.config.candidates.max_candidates)
+            sites = [(texts[group[r].text_index], group[r].offsets[i]) for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
+
+            def lm_gains(options: list[torch.Tensor]) -> list:
+                """One vectorised n-gram pass for every candidate of the batch."""
+                return bundle.ngram.replacement_gains(sites, [self.vocab_to_lm[ids.numpy()] for ids in options])
+
+        per_position = propose(log_probs, rows, index, source_ids, source_chars, self.vocab_confusion,
+                               self.cjk_bias, self.config.candidates, lm_gains=lm_gains)
 
         # Protection and features, per candidate.
         nouns: dict[int, set[int]] = {}
@@ -260,11 +268,13 @@ class Corrector:
             local = text[it.chunk.start:it.chunk.end]
             orig_word = self.words.best(local, offset - it.chunk.start)
             detect_prob = float(probs[cands[0].row, cands[0].index])
+            source = text[offset]
             for cand in cands:
                 target = tok.token(cand.target_id)
+                pair = bundle.error_pairs.features(source, target) if bundle.error_pairs is not None else (0.0, 0.0)
                 flat.append((n, cand))
                 features.append(self._features(cand, detect_prob, in_noun, orig_word,
-                                               self.words.best(local, offset - it.chunk.start, target)))
+                                               self.words.best(local, offset - it.chunk.start, target), pair))
         if not flat:
             return
         x = torch.tensor(features)
@@ -338,18 +348,9 @@ class Corrector:
             kept.extend(sorted(group, key=lambda e: (-e.confidence, e.position))[:limit])
         return kept
 
-    def _add_lm_gains(self, texts, group: list[_Item], per_position: list[list[Candidate]]) -> None:
-        """Set `lm_gain` of every candidate: one vectorised n-gram pass for the whole batch."""
-        tok = self.bundle.tokenizer
-        flagged = [cands for cands in per_position if cands]
-        sites = [(texts[group[c[0].row].text_index], group[c[0].row].offsets[c[0].index]) for c in flagged]
-        options = [[tok.token(c.target_id) for c in cands] for cands in flagged]
-        for cands, gains in zip(flagged, self.bundle.ngram.replacement_gains(sites, options), strict=True):
-            for cand, gain in zip(cands, gains.tolist(), strict=True):
-                cand.lm_gain = gain
-
     @staticmethod
-    def _features(cand: Candidate, detect_prob: float, in_noun: bool, orig_word: float, cand_word: float) -> list[float]:
+    def _features(cand: Candidate, detect_prob: float, in_noun: bool, orig_word: float, cand_word: float,
+                  pair: tuple[float, float]) -> list[float]:
         lm_gain = max(-20.0, min(20.0, cand.lm_gain))
         values = {
             "bias": 1.0,
@@ -367,6 +368,8 @@ class Corrector:
             "proper_noun": float(in_noun),
             "lm_gain": lm_gain,
             "lm_gain_unrelated": 0.0 if cand.relation else lm_gain,
+            "pair_log_count": pair[0],
+            "pair_log_rate": pair[1],
         }
         return [values[name] for name in FEATURES]
 

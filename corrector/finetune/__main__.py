@@ -1,9 +1,11 @@
-"""`python -m corrector.finetune {synth,train,calibrate,ship}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {synth,train,pairs,calibrate,ship}` — spelling-correction fine-tuning.
 
 Examples:
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
     python -m corrector.finetune train --init runs/pretrain --output runs/finetune \\
         --train runs/synth.tsv ../shared/data/csc/sighan/train2015.tsv … --dev-from ../shared/data/csc/sighan/train2015.tsv …
+    python -m corrector.finetune pairs --train ../shared/data/csc/sighan/train2015.tsv … \
+        --exclude runs/finetune/dev.tsv --output runs/finetune
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
     python -m corrector.finetune ship --model runs/finetune --output data/model
 """
@@ -47,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
     add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
 
+    pairs = commands.add_parser("pairs", help="count real corrections (a -> b) of training pairs into MODEL/error_pairs.json")
+    pairs.add_argument("--train", nargs="+", required=True,
+                       help="human-made CSC training files (SIGHAN/ECSpell train; not synthetic data, whose "
+                            "errors only echo the confusion sets)")
+    pairs.add_argument("--exclude", nargs="*", default=[],
+                       help="data sets whose pairs are left out (the calibration dev split)")
+    pairs.add_argument("--output", required=True, help="model directory (or .json path) to write error_pairs.json to")
+
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
@@ -65,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_ship(args)
         if args.command == "synth":
             return run_synth(args)
+        if args.command == "pairs":
+            return run_pairs(args)
         if args.command == "train":
             from .train import train as run_training
 
@@ -88,6 +100,7 @@ def run_ship(args: argparse.Namespace) -> int:
 
     import torch
 
+    from ..error_pairs import FILENAME as ERROR_PAIRS_FILE
     from ..models import SCORER_FILE
     from ..ngram import FILENAME as NGRAM_FILE
     from ..pretrain.modeling import load_pair, save_pair
@@ -97,13 +110,41 @@ def run_ship(args: argparse.Namespace) -> int:
     for half in ("discriminator", "generator"):
         shutil.rmtree(target / half, ignore_errors=True)  # no stale shards from an earlier release
     save_pair(discriminator, generator, str(target), tokenizer_dir, dtype=None if args.fp32 else torch.float16)
-    for name in (SCORER_FILE, NGRAM_FILE):
+    for name in (SCORER_FILE, NGRAM_FILE, ERROR_PAIRS_FILE):
         if (source / name).exists():
             shutil.copy2(source / name, target / name)
         else:
             print(f"warning: {source / name} is missing; the release has none", file=sys.stderr)
     size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
     print(f"shipped {source} -> {target} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+def run_pairs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..datasets import read_dataset
+    from ..error_pairs import FILENAME, ErrorPairs
+
+    excluded = {(e.source, e.target) for path in args.exclude for e in read_dataset(path).examples}
+    seen: set[tuple[str, str]] = set()  # a file named twice (upsampling) is counted once
+    pairs = []
+    for path in args.train:
+        for example in read_dataset(path).same_length_examples:
+            key = (example.source, example.target)
+            if key not in excluded and key not in seen:
+                seen.add(key)
+                pairs.append(key)
+    if not pairs:
+        raise ValueError(f"no usable training pairs in {args.train}")
+    table = ErrorPairs.count(pairs, sources=[Path(p).name for p in dict.fromkeys(args.train)])
+    output = Path(args.output)
+    if output.suffix != ".json":
+        output.mkdir(parents=True, exist_ok=True)
+        output = output / FILENAME
+    table.save(output)
+    print(f"{table.sentences} sentences ({len(excluded)} excluded pairs) -> {len(table)} error pairs, "
+          f"{sum(table.char_counts.values())} characters -> {output}")
     return 0
 
 

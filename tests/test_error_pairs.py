@@ -1,0 +1,95 @@
+"""Error pairs counted from training data: counts, features, storage, CLI, and use in the pipeline."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+
+from corrector.error_pairs import FILENAME, ErrorPairs
+
+PAIRS = [
+    ("他因该来。", "他应该来。"),
+    ("我因该去。", "我应该去。"),
+    ("因为下雨。", "因为下雨。"),
+    ("请让坐。", "请让座。"),
+    ("长度不同", "长度不同了"),  # skipped: not the same length
+    ("A因B", "A应B"),
+]
+
+
+@pytest.fixture()
+def table() -> ErrorPairs:
+    return ErrorPairs.count(PAIRS)
+
+
+def test_counts_corrections_and_characters(table):
+    assert table.sentences == 5
+    assert table.targets("因") == {"应": 3}
+    assert table.targets("坐") == {"座": 1}
+    assert table.targets("下") == {}
+    assert table.char_counts["因"] == 4  # three mistakes and one correct 因为
+    assert "A" not in table.char_counts  # only CJK characters count
+    assert len(table) == 2
+
+
+def test_features_rank_frequent_mistakes_first(table):
+    count, rate = table.features("因", "应")
+    assert count == pytest.approx(math.log1p(3))
+    assert rate == pytest.approx(math.log((3 + 0.1) / (4 + 1)))
+    unseen_count, unseen_rate = table.features("因", "音")
+    assert unseen_count == 0 and unseen_rate < rate
+    # A never-seen source character has no evidence either way: a milder rate than a seen one
+    # that was never mis-written as the target.
+    assert table.features("鑫", "金")[1] > unseen_rate
+
+
+def test_save_load_round_trip(table, tmp_path):
+    path = tmp_path / FILENAME
+    table.save(path)
+    loaded = ErrorPairs.load(path)
+    assert loaded.pair_counts == table.pair_counts and loaded.char_counts == table.char_counts
+    assert loaded.features("因", "应") == table.features("因", "应")
+    path.write_text('{"version": 99}', encoding="utf-8")
+    with pytest.raises(ValueError, match="version"):
+        ErrorPairs.load(path)
+
+
+def test_cli_excludes_the_dev_split_and_counts_duplicates_once(tmp_path):
+    from corrector.finetune.__main__ import main
+
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"1\t{s}\t{t}\n" for s, t in PAIRS[:4]), encoding="utf-8")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("1\t请让坐。\t请让座。\n", encoding="utf-8")
+    out = tmp_path / "model"
+    assert main(["pairs", "--train", str(train), str(train), "--exclude", str(dev), "--output", str(out)]) == 0
+    loaded = ErrorPairs.load(out / FILENAME)
+    assert loaded.targets("因") == {"应": 2}  # the file named twice is counted once
+    assert loaded.targets("坐") == {}  # the dev pair is left out
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    assert main(["pairs", "--train", str(empty), "--output", str(out)]) == 2
+
+
+def test_learned_pairs_become_candidates_and_features(tiny_model_dir, tmp_path):
+    """A learned pair with no sound/shape relation is proposed and scored by its count."""
+    from corrector import Corrector
+    from corrector.confusion import LEARNED_PAIR
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    # 张 -> 李 is in no confusion set (unrelated sound and shape); learned, it is a candidate.
+    ErrorPairs.count([("张三", "李三")] * 3 + [("张开", "张开")]).save(model / FILENAME)
+    scorer = {"weights": {"bias": -3.0, "pair_log_count": 3.0}, "threshold": 0.5, "detection_threshold": 0.0}
+    corrector = Corrector(str(model), scorer=scorer)
+    assert corrector.bundle.error_pairs is not None
+    ids, bits = corrector.vocab_confusion("张")
+    tok = corrector.bundle.tokenizer
+    learned = {tok.token(i): b for i, b in zip(ids.tolist(), bits.tolist(), strict=True) if b & LEARNED_PAIR}
+    assert set(learned) == {"李"}
+    scored = [c for c in corrector.score_candidates(["张三在上海工作"]) if c.position == 0 and c.target == "李"]
+    assert scored and scored[0].features["pair_log_count"] == pytest.approx(math.log1p(3))
+    result = corrector.correct("张三在上海工作")
+    assert result.target.startswith("李三")
