@@ -9,9 +9,10 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
    n-gram LM (ngram.py) when it has one, capped per position;
 3. features per candidate and a first ranking with the scorer (scoring.py), the recheck
    feature imputed;
-4. one batched discriminator pass over the flagged sentences with the top `recheck_top`
-   candidates written in (rank r of every flagged position in variant r): does the
-   discriminator still think something is wrong there?
+4. when the scorer reads `recheck_prob` (the shipped one does not: measured on dev it added
+   nothing once the n-gram and error-pair evidence was in), one batched discriminator pass over
+   the flagged sentences with the top `recheck_top` candidates written in (rank r of every
+   flagged position in variant r): does the discriminator still think something is wrong there?
 5. the best candidate per position is accepted when its confidence >= `threshold`; then at most
    `max_edits_per_sentence` edits per chunk, the most confident ones.
 
@@ -154,6 +155,11 @@ class Corrector:
     def threshold(self) -> float:
         return self.scorer.threshold
 
+    @property
+    def rechecking(self) -> bool:
+        """The recheck pass runs only when configured and the scorer reads its result."""
+        return self.config.recheck_top > 0 and self.scorer.uses("recheck_prob")
+
     # ---- public API -------------------------------------------------------------------------
 
     def correct(self, text: str, threshold: float | None = None) -> Result:
@@ -278,8 +284,7 @@ class Corrector:
         if not flat:
             return
         x = torch.tensor(features)
-        pre = self.scorer.logits(x)
-        recheck = self._select_for_recheck(flat, pre, self.scorer.bound_without_recheck(x), threshold, calibrate)
+        recheck = self._select_for_recheck(flat, x, threshold, calibrate)
         rechecked = torch.zeros(len(flat), dtype=torch.bool)
         if recheck:
             ks = list(recheck)
@@ -290,7 +295,7 @@ class Corrector:
         # Best candidate per position (among the rechecked ones when rechecking is on).
         best: dict[int, int] = {}
         for k, (n, _) in enumerate(flat):
-            if self.config.recheck_top > 0 and not rechecked[k]:
+            if self.rechecking and not rechecked[k]:
                 continue
             if n not in best or confidence[k] > confidence[best[n]]:
                 best[n] = k
@@ -374,19 +379,20 @@ class Corrector:
         return [values[name] for name in FEATURES]
 
     def _select_for_recheck(
-        self, flat, pre: torch.Tensor, bound: torch.Tensor, threshold: float, calibrate: bool
+        self, flat, features: torch.Tensor, threshold: float, calibrate: bool
     ) -> dict[int, int]:
         """{candidate index: rank at its position} for the top `recheck_top` that could still win.
 
-        Two exact prunings (skipped when calibrating): a candidate whose best possible score
-        (recheck_prob = 0) is below the threshold cannot be accepted; and one trailing the
-        position's leader by more than |w_recheck| cannot overtake it, since at one position
-        both share detect_prob and the recheck moves a score by at most |w_recheck|.
+        Two prunings (skipped when calibrating): a candidate whose best possible score
+        (`Scorer.bound_without_recheck`) is below the threshold cannot be accepted; and one
+        trailing the position's leader by more than the recheck's reach cannot overtake it, since
+        at one position both share detect_prob. Exact for the linear score (reach |w_recheck|).
         """
-        if self.config.recheck_top <= 0:
+        if not self.rechecking:
             return {}
+        pre, bound = self.scorer.logits(features), self.scorer.bound_without_recheck(features)
         min_logit = torch.logit(torch.tensor(min(max(threshold, 1e-6), 1 - 1e-6))).item()
-        reach = abs(self.scorer.weights.get("recheck_prob", 0.0))
+        reach = self.scorer.recheck_reach(features)
         by_position: dict[int, list[int]] = {}
         for k, (n, _) in enumerate(flat):
             if calibrate or float(bound[k]) >= min_logit:

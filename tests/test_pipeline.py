@@ -250,6 +250,34 @@ def test_fit_recovers_a_known_rule():
     assert abs(weights["similar_shape"]) < 1.0
 
 
+def test_network_scorer_learns_an_interaction_the_linear_one_cannot():
+    """A frequent error pair is right only where the LM agrees: an AND of two features."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.zeros(3000, len(FEATURES))
+    x[:, 0] = 1.0
+    pair = (torch.rand(3000, generator=gen) < 0.5).float()
+    gain = torch.randn(3000, generator=gen)
+    x[:, FEATURES.index("pair_log_count")] = pair * 4
+    x[:, FEATURES.index("lm_gain")] = gain
+    labels = ((pair > 0) & (gain > 0.5)).float()
+    inputs = ["pair_log_count", "lm_gain"]
+    config = Scorer.fit(x, labels, hidden=8, inputs=inputs)
+    json.dumps(config)
+    network = Scorer.from_config(config)
+    assert network.uses("lm_gain") and not network.uses("recheck_prob") and not network.uses("gen_logprob")
+    accuracy = ((network.confidence(x) > 0.5).float() == labels).float().mean()
+    assert accuracy > 0.97
+    # The round trip keeps the scores; the bound covers both recheck values.
+    again = Scorer.from_config(network.to_config())
+    assert torch.allclose(again.logits(x), network.logits(x))
+    assert (network.bound_without_recheck(x) >= network.logits(x) - 1e-6).all()
+    assert network.recheck_reach(x) == 0.0
+    linear = Scorer.from_config(Scorer.fit(x, labels))
+    assert ((linear.confidence(x) > 0.5).float() == labels).float().mean() < accuracy
+    with pytest.raises(ValueError, match="unknown"):
+        Scorer.fit(x, labels, hidden=4, inputs=["no_such_feature"])
+
+
 def test_scorer_config_round_trip():
     scorer = Scorer.from_config({"weights": {"bias": -1.0, "gen_logprob": 2.0}, "threshold": 0.7})
     again = Scorer.from_config(scorer.to_config())

@@ -27,7 +27,7 @@ def corrector():
 def test_model_directory_is_complete_and_calibrated():
     for name in ("discriminator/config.json", "discriminator/model.safetensors", "generator/config.json",
                  "generator/model.safetensors", "vocab.txt", "tokenizer.json", "scorer.json", "ngram.safetensors",
-                 "README.md"):
+                 "error_pairs.json", "README.md"):
         assert (DEFAULT_MODEL_DIR / name).exists(), name
     scorer = json.loads((DEFAULT_MODEL_DIR / "scorer.json").read_text(encoding="utf-8"))
     assert "calibration" in scorer and scorer["calibration"]["dev"].endswith("dev.tsv")
@@ -35,8 +35,6 @@ def test_model_directory_is_complete_and_calibrated():
     assert size < 60 * 1024 * 1024
 
 
-@pytest.mark.xfail(strict=True, reason="issue 5 not reached: the shipped model fixes 坐->座 but scores 因->应 "
-                   "0.0099, under its calibrated edit threshold 0.0116 (data/model/README.md)")
 def test_corrects_the_classic_example(corrector):
     result = corrector.correct("少先队员因该为老人让坐")
     assert result.target == "少先队员应该为老人让座"
@@ -63,7 +61,7 @@ def test_cli_with_default_model():
     assert done.returncode == 0, done.stderr[-2000:]
     output = json.loads(done.stdout.splitlines()[0])
     assert output["source"] == "少先队员因该为老人让坐"
-    assert len(output["target"]) == len(output["source"])
+    assert output["target"] == "少先队员应该为老人让座"
     for edit in output["edits"]:
         assert output["source"][edit["position"]] == edit["source"]
         assert output["target"][edit["position"]] == edit["target"]

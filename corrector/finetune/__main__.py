@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--batch-size", type=int, default=32)
     cal.add_argument("--detection-grid", type=float, nargs="+", default=None,
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
+    cal.add_argument("--hidden", type=int, default=16,
+                     help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
 
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from .calibrate import calibrate
 
-        calibrate(args.model, args.dev, batch_size=args.batch_size,
+        calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
                   **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
         return 0
     except (FileNotFoundError, ValueError) as error:
