@@ -31,23 +31,39 @@ from .models import ModelBundle
 class CandidateConfig:
     top_k: int = 5  # generator candidates per flagged position
     min_confusion_prob: float = 1e-4  # confusion-set candidates need at least this generator probability
-    max_candidates: int = 12  # most candidates kept per position (best generator + n-gram LM estimate first)
+    max_candidates: int = 12  # most candidates kept per position (best first by the estimate below)
+    # The estimate that ranks candidates before the cap, a rough log-odds: the generator (its
+    # log-probabilities are overconfident, hence halved), the n-gram LM's gain, and how often
+    # the pair was a real error in training. Measured on dev, it keeps the gold character in
+    # the top 8 for 828 of the 851 errors whose gold is in the top 12 by generator + LM alone
+    # (vs 752).
+    rank_gen_weight: float = 0.5
+    rank_pair_weight: float = 2.0
 
 
 @dataclass
-class Candidate:
-    row: int  # batch row
-    index: int  # character index within the row's sequence
-    target_id: int
-    relation: int  # confusion bits between source and target (see confusion.py)
-    gen_logprob: float
-    orig_logprob: float
-    top1: bool
-    lm_gain: float = 0.0  # n-gram LM: log P(sentence with target) - log P(sentence), nats
+class Candidates:
+    """The kept candidates of a batch as columns, one entry per candidate, grouped by position
+    (`position[k]` = n indexes the flagged positions `rows[n]`, `index[n]`), best first."""
+
+    position: np.ndarray
+    target_id: np.ndarray
+    relation: np.ndarray  # confusion bits between source and target (see confusion.py)
+    gen_logprob: np.ndarray  # log P_gen(target | context), flagged positions masked
+    orig_logprob: np.ndarray  # log P_gen(source | context), per candidate
+    top1: np.ndarray  # target is the generator's most likely CJK character there
+    lm_gain: np.ndarray  # n-gram LM: log P(sentence with target) - log P(sentence), nats
+    pair_count: np.ndarray  # times source -> target was a real correction in training
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    def select(self, keep: np.ndarray) -> Candidates:
+        return Candidates(**{name: getattr(self, name)[keep] for name in self.__dataclass_fields__})
 
 
 class VocabConfusion:
-    """Confusion sets as vocabulary ids: source id -> (candidate ids, relation bits).
+    """Confusion sets as vocabulary ids: source char -> (candidate ids, relation bits, pair counts).
 
     The model's learned error pairs (`bundle.error_pairs`) join the confusion set with the
     LEARNED_PAIR bit: a correction people really made is a candidate whatever its relation.
@@ -58,25 +74,26 @@ class VocabConfusion:
         self.error_pairs = bundle.error_pairs
         self.tokenizer = bundle.tokenizer
         self.cjk = set(self.tokenizer.cjk_ids)
-        self._memo: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, char: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, char: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Keyed by the character itself: a source outside the vocabulary ([UNK]) still has a set."""
         memo = self._memo.get(char)
         if memo is not None:
             return memo
-        ids, bits = [], []
         relations = dict(self.confusion.relations(char))
-        if self.error_pairs is not None:
-            for target in self.error_pairs.targets(char):
-                relations[target] = relations.get(target, 0) | LEARNED_PAIR
+        learned = self.error_pairs.targets(char) if self.error_pairs is not None else {}
+        for target in learned:
+            relations[target] = relations.get(target, 0) | LEARNED_PAIR
+        ids, bits, counts = [], [], []
         for target, relation in relations.items():
             target_id = self.tokenizer.vocab.get(target)
             if target_id is not None and target_id in self.cjk:
                 ids.append(target_id)
                 bits.append(relation)
-        result = (torch.tensor(ids, dtype=torch.long), torch.tensor(bits, dtype=torch.long))
+                counts.append(learned.get(target, 0))
+        result = (np.array(ids, dtype=np.int64), np.array(bits, dtype=np.int64), np.array(counts, dtype=np.float32))
         with self._lock:
             self._memo[char] = result
         return result
@@ -114,65 +131,62 @@ def masked_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, inde
 
 def propose(
     log_probs: torch.Tensor,
-    rows: torch.Tensor,
-    index: torch.Tensor,
     source_ids: torch.Tensor,
     source_chars: list[str],
     vocab_confusion: VocabConfusion,
     bias: torch.Tensor,
     config: CandidateConfig,
-    lm_gains: Callable[[list[torch.Tensor]], list[np.ndarray]] | None = None,
-) -> list[list[Candidate]]:
-    """The candidates of each flagged position (same order as rows/index), most plausible first.
+    lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> Candidates:
+    """The candidates of each flagged position n (rows of `log_probs`), most plausible first.
 
     Per position: the generator's top-k CJK characters and the source character's confusion set
-    (with `lm_gains`, a function giving the n-gram gain of each position's candidate ids, every
-    confusable character; without, those the generator gives `min_confusion_prob`). Then at most
-    `max_candidates` are kept, ranked by generator log-probability plus n-gram gain. The work is
-    done on id arrays; `Candidate` objects are made only for what is kept.
+    (with `lm_gains`, every confusable character; without, those the generator gives at least
+    `min_confusion_prob`). `lm_gains(position, target_ids)` gives the n-gram gain of each
+    (position, candidate) pair. Then at most `max_candidates` per position are kept, ranked by
+    the estimate of `CandidateConfig`. All on flat arrays: one entry per (position, candidate).
     """
-    allowed = log_probs + bias
-    top_lp, top_ids = allowed.topk(min(config.top_k + 1, allowed.shape[1]), dim=-1)
-    orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1)
-    ids_per_position: list[torch.Tensor] = []
-    bits_per_position: list[torch.Tensor] = []
-    for n in range(len(rows)):
-        source = int(source_ids[n])
-        conf_ids, conf_bits = vocab_confusion(source_chars[n])
-        if len(conf_ids):
-            conf_lp = allowed[n, conf_ids]
-            keep = conf_lp > float("-inf") if lm_gains is not None else conf_lp >= math.log(config.min_confusion_prob)
-            conf_ids, conf_bits = conf_ids[keep], conf_bits[keep]
-        generated = top_ids[n][(top_ids[n] != source) & (top_lp[n] > float("-inf"))][: config.top_k]
-        generated = generated[~torch.isin(generated, conf_ids)]
-        ids = torch.cat([conf_ids, generated])
-        bits = torch.cat([conf_bits, torch.zeros(len(generated), dtype=torch.long)])
-        keep = ids != source
-        ids_per_position.append(ids[keep])
-        bits_per_position.append(bits[keep])
-
-    out: list[list[Candidate]] = [[] for _ in range(len(rows))]
-    sizes = torch.tensor([len(ids) for ids in ids_per_position], dtype=torch.long)
-    if int(sizes.sum()) == 0:
-        return out
-    flat_ids = torch.cat(ids_per_position)
-    position = torch.repeat_interleave(torch.arange(len(rows)), sizes)
-    gen_lp = allowed[position, flat_ids]
-    lm = torch.zeros(len(flat_ids))
-    if lm_gains is not None:
-        lm = torch.from_numpy(np.concatenate(lm_gains(ids_per_position))).float()
-    # Rank within each position by generator + n-gram, keep the first `max_candidates` of each.
-    order = torch.from_numpy(np.lexsort((-(gen_lp + lm).numpy(), position.numpy())))
-    rank = torch.arange(len(order)) - (torch.cumsum(sizes, 0) - sizes)[position[order]]
-    kept = order[rank < config.max_candidates].tolist()
-    columns = {
-        "target_id": flat_ids.tolist(), "relation": torch.cat(bits_per_position).tolist(),
-        "gen_logprob": gen_lp.tolist(), "lm_gain": lm.tolist(),
-        "top1": (flat_ids == top_ids[position, 0]).tolist(),
-    }
-    position_of, rows_of, index_of, orig_of = position.tolist(), rows.tolist(), index.tolist(), orig_lp.tolist()
-    for k in kept:
-        n = position_of[k]
-        out[n].append(Candidate(row=rows_of[n], index=index_of[n], orig_logprob=orig_of[n],
-                                **{name: values[k] for name, values in columns.items()}))
-    return out
+    allowed_t = log_probs + bias
+    top_ids = allowed_t.topk(min(config.top_k + 1, allowed_t.shape[1]), dim=-1).indices.numpy()
+    allowed = allowed_t.numpy()
+    n_positions, vocab = allowed.shape
+    sources = source_ids.numpy().astype(np.int64)
+    # Confusion-set candidates of every position, concatenated.
+    sets = [vocab_confusion(char) for char in source_chars]
+    sizes = np.array([len(s[0]) for s in sets], dtype=np.int64)
+    conf_position = np.repeat(np.arange(n_positions), sizes)
+    conf_ids = np.concatenate([s[0] for s in sets]) if n_positions else np.zeros(0, np.int64)
+    conf_bits = np.concatenate([s[1] for s in sets]) if n_positions else np.zeros(0, np.int64)
+    conf_pairs = np.concatenate([s[2] for s in sets]) if n_positions else np.zeros(0, np.float32)
+    conf_lp = allowed[conf_position, conf_ids]
+    keep = conf_lp > -np.inf if lm_gains is not None else conf_lp >= math.log(config.min_confusion_prob)
+    # The generator's top-k of each position (the source itself and non-CJK ids excluded).
+    top_ok = (top_ids != sources[:, None]) & np.isfinite(np.take_along_axis(allowed, top_ids, 1))
+    top_ok &= np.cumsum(top_ok, axis=1) <= config.top_k
+    gen_position = np.nonzero(top_ok)[0]
+    position = np.concatenate([conf_position[keep], gen_position])
+    target = np.concatenate([conf_ids[keep], top_ids[top_ok]])
+    relation = np.concatenate([conf_bits[keep], np.zeros(len(gen_position), np.int64)])
+    pair_count = np.concatenate([conf_pairs[keep], np.zeros(len(gen_position), np.float32)])
+    # One entry per (position, target): np.unique keeps the first, i.e. the confusion-set entry.
+    _, first = np.unique(position * vocab + target, return_index=True)
+    first = first[target[first] != sources[position[first]]]
+    position, target, relation, pair_count = position[first], target[first], relation[first], pair_count[first]
+    gen_lp = allowed[position, target]
+    lm = lm_gains(position, target) if lm_gains is not None and len(position) else np.zeros(len(position))
+    estimate = config.rank_gen_weight * gen_lp + lm + config.rank_pair_weight * np.log1p(pair_count)
+    order = np.lexsort((-estimate, position))
+    counts = np.bincount(position, minlength=n_positions)
+    rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[position[order]]
+    kept = order[rank < config.max_candidates]
+    orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy()
+    return Candidates(
+        position=position[kept],
+        target_id=target[kept],
+        relation=relation[kept],
+        gen_logprob=gen_lp[kept].astype(np.float64),
+        orig_logprob=orig_lp[position[kept]].astype(np.float64),
+        top1=target[kept] == top_ids[position[kept], 0],
+        lm_gain=np.asarray(lm, dtype=np.float64)[kept],
+        pair_count=pair_count[kept].astype(np.float64),
+    )

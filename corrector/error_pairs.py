@@ -24,10 +24,11 @@ so the calibrated weights do not trust the table more than it deserves) and stor
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+
+import numpy as np
 
 from .tokenization import is_cjk
 
@@ -70,9 +71,9 @@ class ErrorPairs:
 
     def features(self, source: str, target: str) -> tuple[float, float]:
         """(pair_log_count, pair_log_rate) of writing `target` where `source` stands."""
-        count = self.pair_counts.get(source, {}).get(target, 0)
-        rate = (count + RATE_SMOOTHING) / (self.char_counts.get(source, 0) + 1)
-        return math.log1p(count), math.log(rate)
+        count = np.array([self.pair_counts.get(source, {}).get(target, 0)], dtype=np.float64)
+        log_count, log_rate = pair_features(count, np.array([self.char_counts.get(source, 0)], dtype=np.float64))
+        return float(log_count[0]), float(log_rate[0])
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.pair_counts.values())
@@ -93,3 +94,8 @@ class ErrorPairs:
         if data.get("version") != SCHEMA_VERSION:
             raise ValueError(f"{path}: unsupported error-pairs version {data.get('version')!r}")
         return cls(data["pair_counts"], data["char_counts"], data.get("sentences", 0), data.get("sources"))
+
+
+def pair_features(pair_counts: np.ndarray, source_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pair_log_count, pair_log_rate) for arrays of pair counts and their source characters' counts."""
+    return np.log1p(pair_counts), np.log((pair_counts + RATE_SMOOTHING) / (source_counts + 1))

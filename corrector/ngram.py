@@ -93,11 +93,11 @@ class NgramLM:
             if len(history_keys) == 0:
                 continue
             history = self._pack(grams[:, -k:-1])
-            at = np.minimum(np.searchsorted(history_keys, history), len(history_keys) - 1)
+            at = np.minimum(_search(history_keys, history), len(history_keys) - 1)
             seen = history_keys[at] == history
             keys, counts = self.keys[k - 1], self.counts[k - 1]
             full = self._pack(grams[:, -k:])
-            where = np.minimum(np.searchsorted(keys, full), len(keys) - 1)
+            where = np.minimum(_search(keys, full), len(keys) - 1)
             count = np.where(keys[where] == full, counts[where], 0).astype(np.float64)
             total = np.where(seen, totals[at], 1.0)
             interpolated = (np.maximum(count - self.discount, 0.0) + self.discount * distinct[at] * prob) / total
@@ -108,7 +108,15 @@ class NgramLM:
                           options: Sequence[Sequence[str] | np.ndarray]) -> list[np.ndarray]:
         """For each site (text, position) and its candidate characters (strings, or arrays of
         this LM's ids): log P(text with the candidate at position) - log P(text), in nats, one
-        array per site.
+        array per site."""
+        sizes = np.array([len(chars) for chars in options], dtype=np.int64)
+        targets = [chars if isinstance(chars, np.ndarray) else self.char_ids(chars) for chars in options]
+        flat = self.site_gains(sites, np.repeat(np.arange(len(sites)), sizes),
+                               np.concatenate(targets) if targets else np.zeros(0, np.uint64))
+        return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+    def site_gains(self, sites: Sequence[tuple[str, int]], site_of: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """The flat form: the gain of writing `targets[k]` (this LM's ids) at `sites[site_of[k]]`.
 
         Only the `order` n-grams ending at position .. position+order-1 change, so only those are
         scored; the text's start and end are boundaries (the end is an event when in reach).
@@ -125,20 +133,14 @@ class NgramLM:
             context[s, n - 1] = self._index.get(text[position], UNKNOWN)
             context[s, n:n + len(right)] = right  # then BOUNDARY: the end of the text
             events[s] = 1 + len(right) + (1 if position + n > len(text) else 0)
-        sizes = np.array([len(chars) for chars in options], dtype=np.int64)
-        site = np.repeat(np.arange(len(sites)), sizes + 1)  # the original first, then the candidates
-        rows = context[site]
-        first = np.r_[0, np.cumsum(sizes + 1)[:-1]]
-        targets = [chars if isinstance(chars, np.ndarray) else self.char_ids(chars) for chars in options]
-        candidate_rows = np.ones(len(rows), dtype=bool)
-        candidate_rows[first] = False
-        rows[candidate_rows, n - 1] = np.concatenate(targets).astype(np.uint64) if targets else []
+        site_of = np.asarray(site_of, dtype=np.int64)
+        rows = np.concatenate([context, context[site_of]])  # each site as is, then every candidate
+        rows[len(sites):, n - 1] = np.asarray(targets, dtype=np.uint64)
         grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
         logp = self.log_prob(grams).reshape(len(rows), n)
-        logp[np.arange(n)[None, :] >= events[site][:, None]] = 0.0
+        logp[np.arange(n)[None, :] >= np.concatenate([events, events[site_of]])[:, None]] = 0.0
         totals = logp.sum(1)
-        gains = totals - totals[first][site]
-        return [gains[start + 1:start + 1 + size] for start, size in zip(first, sizes, strict=True)]
+        return totals[len(sites):] - totals[site_of]
 
     # ---- building and storage --------------------------------------------------------------
 
@@ -206,6 +208,17 @@ class NgramLM:
             keys = [handle.get_tensor(f"keys_{k}").astype(np.uint64) for k in range(1, order + 1)]
             counts = [handle.get_tensor(f"counts_{k}").astype(np.uint32) for k in range(1, order + 1)]
         return cls(chars=json.loads(metadata["chars"]), keys=keys, counts=counts, discount=float(metadata["discount"]))
+
+
+def _search(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """np.searchsorted with the queries sorted first: consecutive lookups then touch nearby
+    memory of the (millions of) keys, ~2.5x faster for the batches the corrector sends."""
+    if len(queries) < 1024:
+        return np.searchsorted(keys, queries)
+    order = np.argsort(queries)
+    found = np.empty(len(queries), dtype=np.int64)
+    found[order] = np.searchsorted(keys, queries[order])
+    return found
 
 
 def bits_per_id(table_size: int) -> int:

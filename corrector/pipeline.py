@@ -32,11 +32,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from .candidates import Candidate, CandidateConfig, VocabConfusion, cjk_bias, masked_log_probs, propose
+from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, masked_log_probs, propose
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
+from .error_pairs import pair_features
 from .models import ModelBundle, load_model
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
 from .result import Edit, Result
@@ -45,6 +47,8 @@ from .segmentation import Chunk, sentence_spans, split_text
 from .tokenization import is_cjk
 
 DEFAULT_MAX_EDITS = 4
+# Features stored as 0/1 (relation bits and flags).
+BINARY = frozenset({"gen_top1", "same_pinyin", "similar_pinyin", "similar_shape", "user_pair", "proper_noun"})
 
 
 @dataclass
@@ -237,79 +241,76 @@ class Corrector:
         editable = torch.zeros_like(probs, dtype=torch.bool)
         for row, it in enumerate(group):
             editable[row, : len(it.editable)] = torch.tensor(it.editable)
-        rows, index = ((probs > det_threshold) & editable).nonzero(as_tuple=True)
-        if len(rows) == 0:
+        rows_t, index_t = ((probs > det_threshold) & editable).nonzero(as_tuple=True)
+        if len(rows_t) == 0:
             return
-        log_probs = masked_log_probs(bundle, batch, rows, index)
-        source_ids = batch.input_ids[rows.to(batch.input_ids.device), (index + 1).to(batch.input_ids.device)].cpu()
-        source_chars = [texts[group[r].text_index][group[r].offsets[i]] for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
+        rows, index = rows_t.tolist(), index_t.tolist()
+        offsets = [group[r].offsets[i] for r, i in zip(rows, index, strict=True)]
+        site_texts = [texts[group[r].text_index] for r in rows]
+        source_chars = [text[o] for text, o in zip(site_texts, offsets, strict=True)]
+        log_probs = masked_log_probs(bundle, batch, rows_t, index_t)
+        source_ids = batch.input_ids[rows_t.to(batch.input_ids.device), (index_t + 1).to(batch.input_ids.device)].cpu()
         lm_gains = None
         if bundle.ngram is not None:
-            sites = [(texts[group[r].text_index], group[r].offsets[i]) for r, i in zip(rows.tolist(), index.tolist(), strict=True)]
+            sites = list(zip(site_texts, offsets, strict=True))
 
-            def lm_gains(options: list[torch.Tensor]) -> list:
+            def lm_gains(position: np.ndarray, target_ids: np.ndarray) -> np.ndarray:
                 """One vectorised n-gram pass for every candidate of the batch."""
-                return bundle.ngram.replacement_gains(sites, [self.vocab_to_lm[ids.numpy()] for ids in options])
+                return bundle.ngram.site_gains(sites, position, self.vocab_to_lm[target_ids])
 
-        per_position = propose(log_probs, rows, index, source_ids, source_chars, self.vocab_confusion,
-                               self.cjk_bias, self.config.candidates, lm_gains=lm_gains)
+        cands = propose(log_probs, source_ids, source_chars, self.vocab_confusion, self.cjk_bias,
+                        self.config.candidates, lm_gains=lm_gains)
 
-        # Protection and features, per candidate.
+        # Per flagged position: protection and the features every candidate there shares.
         nouns: dict[int, set[int]] = {}
-        for row in set(rows.tolist()):
+        for row in set(rows):
             it = group[row]
             chunk_text = texts[it.text_index][it.chunk.start:it.chunk.end]
             nouns[row] = {it.chunk.start + o for o in proper_noun_offsets(chunk_text, hmm=self.config.proper_noun_hmm)}
-        flat: list[tuple[int, Candidate]] = []  # (position number, candidate)
-        features: list[list[float]] = []
-        for n, cands in enumerate(per_position):
-            if not cands:
-                continue
-            it = group[cands[0].row]
-            text = texts[it.text_index]
-            offset = it.offsets[cands[0].index]
-            in_noun = offset in nouns[cands[0].row]
-            if in_noun and self.config.veto_proper_nouns:
-                continue
-            local = text[it.chunk.start:it.chunk.end]
-            orig_word = self.words.best(local, offset - it.chunk.start)
-            detect_prob = float(probs[cands[0].row, cands[0].index])
-            source = text[offset]
-            for cand in cands:
-                target = tok.token(cand.target_id)
-                pair = bundle.error_pairs.features(source, target) if bundle.error_pairs is not None else (0.0, 0.0)
-                flat.append((n, cand))
-                features.append(self._features(cand, detect_prob, in_noun, orig_word,
-                                               self.words.best(local, offset - it.chunk.start, target), pair))
-        if not flat:
+        in_noun = np.array([o in nouns[r] for r, o in zip(rows, offsets, strict=True)])
+        if self.config.veto_proper_nouns:
+            cands = cands.select(~in_noun[cands.position])
+        if len(cands) == 0:
             return
-        x = torch.tensor(features)
-        recheck = self._select_for_recheck(flat, x, threshold, calibrate)
-        rechecked = torch.zeros(len(flat), dtype=torch.bool)
+        contexts = [self.words.context(text, o) for text, o in zip(site_texts, offsets, strict=True)]
+        orig_word = np.array([self.words.score(context, char) for context, char in zip(contexts, source_chars, strict=True)])
+        targets = [tok.token(t) for t in cands.target_id.tolist()]
+        cand_word = np.array([self.words.score(contexts[n], target)
+                              for n, target in zip(cands.position.tolist(), targets, strict=True)])
+        if bundle.error_pairs is not None:
+            source_counts = np.array([bundle.error_pairs.char_counts.get(char, 0) for char in source_chars], dtype=np.float64)
+        else:
+            source_counts = None
+        detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
+        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts)
+        recheck = self._select_for_recheck(cands, x, threshold, calibrate)
+        rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
             ks = list(recheck)
-            x[ks, FEATURE_INDEX["recheck_prob"]] = self._recheck(group, [(flat[k][1], recheck[k]) for k in ks])
+            x[ks, FEATURE_INDEX["recheck_prob"]] = self._recheck(
+                group, [(rows[cands.position[k]], index[cands.position[k]], int(cands.target_id[k]), recheck[k]) for k in ks])
             rechecked[ks] = True
         confidence = self.scorer.confidence(x)
 
         # Best candidate per position (among the rechecked ones when rechecking is on).
-        best: dict[int, int] = {}
-        for k, (n, _) in enumerate(flat):
-            if self.rechecking and not rechecked[k]:
-                continue
-            if n not in best or confidence[k] > confidence[best[n]]:
-                best[n] = k
+        ranked = confidence.clone().double()
+        if self.rechecking:
+            ranked[~rechecked] = float("-inf")
+        order = np.lexsort((-ranked.numpy(), cands.position))
+        leaders = order[np.r_[True, cands.position[order][1:] != cands.position[order][:-1]]]
+        best = [int(k) for k in leaders if ranked[k] > float("-inf")]
         if calibrate:
-            winners = set(best.values())
+            winners = set(best)
             by_item: dict[int, list[ScoredCandidate]] = {}
-            for k, (_, cand) in enumerate(flat):
-                it = group[cand.row]
-                by_item.setdefault(cand.row, []).append(ScoredCandidate(
-                    text_index=it.text_index,
-                    position=it.offsets[cand.index],
-                    source=texts[it.text_index][it.offsets[cand.index]],
-                    target=tok.token(cand.target_id),
-                    features=dict(zip(FEATURES, x[k].tolist(), strict=True)),
+            features = x.tolist()
+            for k in range(len(cands)):
+                n = int(cands.position[k])
+                by_item.setdefault(rows[n], []).append(ScoredCandidate(
+                    text_index=group[rows[n]].text_index,
+                    position=offsets[n],
+                    source=source_chars[n],
+                    target=targets[k],
+                    features=dict(zip(FEATURES, features[k], strict=True)),
                     confidence=float(confidence[k]),
                     rechecked=bool(rechecked[k]),
                     best=k in winners,
@@ -319,18 +320,16 @@ class Corrector:
             return
 
         accepted: dict[int, list[Edit]] = {}
-        for k in best.values():
+        for k in best:
             if float(confidence[k]) < threshold:
                 continue
-            cand = flat[k][1]
-            it = group[cand.row]
-            offset = it.offsets[cand.index]
-            accepted.setdefault(cand.row, []).append(Edit(
-                position=offset,
-                source=texts[it.text_index][offset],
-                target=tok.token(cand.target_id),
+            n = int(cands.position[k])
+            accepted.setdefault(rows[n], []).append(Edit(
+                position=offsets[n],
+                source=source_chars[n],
+                target=targets[k],
                 confidence=round(float(confidence[k]), 4),
-                kind=kind_of(cand.relation),
+                kind=kind_of(int(cands.relation[k])),
             ))
         for row, edits in accepted.items():
             it = group[row]
@@ -354,32 +353,40 @@ class Corrector:
         return kept
 
     @staticmethod
-    def _features(cand: Candidate, detect_prob: float, in_noun: bool, orig_word: float, cand_word: float,
-                  pair: tuple[float, float]) -> list[float]:
-        lm_gain = max(-20.0, min(20.0, cand.lm_gain))
-        values = {
-            "bias": 1.0,
-            "gen_logprob": max(-20.0, cand.gen_logprob),
-            "orig_logprob": max(-20.0, cand.orig_logprob),
-            "gen_top1": float(cand.top1),
-            "detect_prob": detect_prob,
-            "recheck_prob": detect_prob,  # imputed until measured
-            "same_pinyin": float(bool(cand.relation & SAME_PINYIN)),
-            "similar_pinyin": float(bool(cand.relation & SIMILAR_PINYIN)),
-            "similar_shape": float(bool(cand.relation & SIMILAR_SHAPE)),
-            "user_pair": float(bool(cand.relation & USER_PAIR)),
+    def _features(cands: Candidates, detect_prob: np.ndarray, in_noun: np.ndarray, orig_word: np.ndarray,
+                  cand_word: np.ndarray, source_counts: np.ndarray | None) -> torch.Tensor:
+        """The (N, len(FEATURES)) feature matrix; per-position inputs are indexed by position."""
+        n = cands.position
+        lm_gain = np.clip(cands.lm_gain, -20.0, 20.0)
+        relation = cands.relation
+        if source_counts is not None:
+            pair_log_count, pair_log_rate = pair_features(cands.pair_count, source_counts[n])
+        else:
+            pair_log_count = pair_log_rate = np.zeros(len(cands))
+        columns = {
+            "bias": np.ones(len(cands)),
+            "gen_logprob": np.maximum(cands.gen_logprob, -20.0),
+            "orig_logprob": np.maximum(cands.orig_logprob, -20.0),
+            "gen_top1": cands.top1,
+            "detect_prob": detect_prob[n],
+            "recheck_prob": detect_prob[n],  # imputed until measured
+            "same_pinyin": relation & SAME_PINYIN,
+            "similar_pinyin": relation & SIMILAR_PINYIN,
+            "similar_shape": relation & SIMILAR_SHAPE,
+            "user_pair": relation & USER_PAIR,
             "cand_word": cand_word,
-            "orig_word": orig_word,
-            "proper_noun": float(in_noun),
+            "orig_word": orig_word[n],
+            "proper_noun": in_noun[n],
             "lm_gain": lm_gain,
-            "lm_gain_unrelated": 0.0 if cand.relation else lm_gain,
-            "pair_log_count": pair[0],
-            "pair_log_rate": pair[1],
+            "lm_gain_unrelated": np.where(relation != 0, 0.0, lm_gain),
+            "pair_log_count": pair_log_count,
+            "pair_log_rate": pair_log_rate,
         }
-        return [values[name] for name in FEATURES]
+        matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
+        return torch.from_numpy(matrix.astype(np.float32))
 
     def _select_for_recheck(
-        self, flat, features: torch.Tensor, threshold: float, calibrate: bool
+        self, cands: Candidates, features: torch.Tensor, threshold: float, calibrate: bool
     ) -> dict[int, int]:
         """{candidate index: rank at its position} for the top `recheck_top` that could still win.
 
@@ -394,7 +401,7 @@ class Corrector:
         min_logit = torch.logit(torch.tensor(min(max(threshold, 1e-6), 1 - 1e-6))).item()
         reach = self.scorer.recheck_reach(features)
         by_position: dict[int, list[int]] = {}
-        for k, (n, _) in enumerate(flat):
+        for k, n in enumerate(cands.position.tolist()):
             if calibrate or float(bound[k]) >= min_logit:
                 by_position.setdefault(n, []).append(k)
         chosen = {}
@@ -405,8 +412,9 @@ class Corrector:
             chosen.update({k: rank for rank, k in enumerate(ks)})
         return chosen
 
-    def _recheck(self, group: list[_Item], cands: list[tuple[Candidate, int]]) -> torch.Tensor:
-        """Discriminator P(replaced) at each candidate's position once it is written there.
+    def _recheck(self, group: list[_Item], cands: list[tuple[int, int, int, int]]) -> torch.Tensor:
+        """Discriminator P(replaced) at each candidate's position once it is written there;
+        `cands` are (row, index, target id, rank) tuples.
 
         One sequence per (sentence, rank): the rank-r candidates of all flagged positions of a
         sentence are written in together. That is what the corrected sentence would look like,
@@ -414,12 +422,12 @@ class Corrector:
         """
         variants: dict[tuple[int, int], list[int]] = {}
         span: dict[tuple[int, int], tuple[int, int]] = {}  # changed indices: (first, last)
-        for cand, rank in cands:
-            key = (cand.row, rank)
-            seq = variants.setdefault(key, list(group[cand.row].ids))
-            seq[cand.index] = cand.target_id
-            first, last = span.get(key, (cand.index, cand.index))
-            span[key] = (min(first, cand.index), max(last, cand.index))
+        for row, index, target_id, rank in cands:
+            key = (row, rank)
+            seq = variants.setdefault(key, list(group[row].ids))
+            seq[index] = target_id
+            first, last = span.get(key, (index, index))
+            span[key] = (min(first, index), max(last, index))
         # Only `recheck_context` characters around the changes are re-read: the verdict on a
         # character rests on its neighbourhood, and long chunks would otherwise cost a full pass.
         context = self.config.recheck_context
@@ -434,5 +442,5 @@ class Corrector:
             p = detect(self.bundle, sub)
             probs[first:first + step, : p.shape[1]] = p
         return torch.tensor([
-            float(probs[slot[(cand.row, rank)], cand.index - start[(cand.row, rank)]]) for cand, rank in cands
+            float(probs[slot[(row, rank)], index - start[(row, rank)]]) for row, index, _, rank in cands
         ])

@@ -84,13 +84,20 @@ class WordFrequency:
         self.freq = jieba.dt.FREQ  # read-only after initialisation
         self.min_len, self.max_len = min_len, max_len
 
+    def context(self, text: str, position: int) -> list[tuple[str, str]]:
+        """The (left, right) pieces around text[position] of every 2-4 character window covering
+        it: computed once per position, shared by all of its candidates (`score`)."""
+        left = text[max(0, position - self.max_len + 1):position]
+        right = text[position + 1:position + self.max_len]
+        return [(left[len(left) - a:] if a else "", right[:b])
+                for a in range(len(left) + 1) for b in range(len(right) + 1)
+                if self.min_len <= a + 1 + b <= self.max_len]
+
+    def score(self, context: list[tuple[str, str]], char: str) -> float:
+        """log10(1 + frequency) of the most frequent word made by `char` in that context."""
+        freq = self.freq
+        return math.log10(1 + max((freq.get(left + char + right, 0) for left, right in context), default=0))
+
     def best(self, text: str, position: int, char: str | None = None) -> float:
         """Score of text with text[position] replaced by char (or as is)."""
-        if char is not None and char != text[position]:
-            text = text[max(0, position - self.max_len + 1): position] + char + text[position + 1: position + self.max_len]
-            position = min(position, self.max_len - 1)
-        best = 0
-        for size in range(self.min_len, self.max_len + 1):
-            for start in range(max(0, position - size + 1), min(position, len(text) - size) + 1):
-                best = max(best, self.freq.get(text[start:start + size], 0))
-        return math.log10(1 + best)
+        return self.score(self.context(text, position), char if char is not None else text[position])

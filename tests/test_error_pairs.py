@@ -85,10 +85,11 @@ def test_learned_pairs_become_candidates_and_features(tiny_model_dir, tmp_path):
     scorer = {"weights": {"bias": -3.0, "pair_log_count": 3.0}, "threshold": 0.5, "detection_threshold": 0.0}
     corrector = Corrector(str(model), scorer=scorer)
     assert corrector.bundle.error_pairs is not None
-    ids, bits = corrector.vocab_confusion("张")
+    ids, bits, counts = corrector.vocab_confusion("张")
     tok = corrector.bundle.tokenizer
-    learned = {tok.token(i): b for i, b in zip(ids.tolist(), bits.tolist(), strict=True) if b & LEARNED_PAIR}
-    assert set(learned) == {"李"}
+    learned = {tok.token(i): c for i, b, c in zip(ids.tolist(), bits.tolist(), counts.tolist(), strict=True)
+               if b & LEARNED_PAIR}
+    assert learned == {"李": 3}
     scored = [c for c in corrector.score_candidates(["张三在上海工作"]) if c.position == 0 and c.target == "李"]
     assert scored and scored[0].features["pair_log_count"] == pytest.approx(math.log1p(3))
     result = corrector.correct("张三在上海工作")
