@@ -59,9 +59,13 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
 [ -f "$RUNS/finetune/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$SHARED/corpus" \
   --output "$RUNS/finetune" --order "$NGRAM_ORDER"
 
-python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv"
+# Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
+python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"
 
-# Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors — no checkpoints.
+# Scorer network (16 tanh units) and thresholds fitted on the dev split.
+python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0 0.01 0.02
+
+# Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json — no checkpoints.
 python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"
 
 python -m evaluate "$CSC/sighan/test2013.tsv" "$CSC/sighan/test2014.tsv" "$CSC/sighan/test2015.tsv" \
