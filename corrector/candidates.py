@@ -112,8 +112,26 @@ def cjk_bias(bundle: ModelBundle) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def masked_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Generator log-probs (N, V) at (rows[n], index[n]), all N positions masked in one pass."""
+def masked_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
+                     groups: int = 1) -> torch.Tensor:
+    """Generator log-probs (N, V) at (rows[n], index[n]), every flagged position masked.
+
+    `groups` = 1: all N positions masked in one pass. With a low detection threshold most
+    characters are flagged, and a generator that sees its whole sentence masked predicts from
+    no context at all; `groups` = K masks positions with index % K == g in pass g, so every
+    masked character keeps its neighbours — K passes instead of one.
+    """
+    out = torch.empty(len(rows), bundle.generator.config.vocab_size)
+    group_of = index % max(1, groups)
+    for group in range(max(1, groups)):
+        chosen = (group_of == group).nonzero(as_tuple=True)[0]
+        if len(chosen):
+            out[chosen] = _masked_pass(bundle, batch, rows[chosen], index[chosen])
+    return out
+
+
+def _masked_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """One generator pass with the (rows[n], index[n]) positions masked: their log-probs (N, V)."""
     # Only the rows with a flagged position go through the generator, trimmed to their width.
     used, rows = torch.unique(rows, return_inverse=True)
     width = int(batch.attention_mask[used.to(batch.attention_mask.device)].sum(1).max())

@@ -57,6 +57,7 @@ class CorrectorConfig:
     overlap: int = 16  # shared characters between hard windows of unpunctuated text
     batch_size: int = 32
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
+    generator_groups: int = 1  # generator passes; flagged positions masked in index % K groups
     recheck_top: int = 2  # candidates per position re-checked by the discriminator
     recheck_context: int = 16  # characters each side of the changes that the recheck re-reads
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
@@ -111,7 +112,14 @@ def quantized(bundle: ModelBundle) -> ModelBundle:
 
 
 class Corrector:
-    """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit."""
+    """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit.
+
+    `quantize=True` runs the networks with int8 dynamic quantization on CPU: measured on
+    SIGHAN-15 and ECSpell-odw, correction F1 39.0 / 61.6 in fp32 vs 38.9 / 61.7 in int8, at
+    1.1-1.6x the sentences/s. It is not the default because dynamic quantization scales the
+    activations of a whole batch at once, so a text's result can depend on its batch-mates;
+    in fp32 `correct_batch` gives exactly what `correct` gives.
+    """
 
     def __init__(
         self,
@@ -248,7 +256,7 @@ class Corrector:
         offsets = [group[r].offsets[i] for r, i in zip(rows, index, strict=True)]
         site_texts = [texts[group[r].text_index] for r in rows]
         source_chars = [text[o] for text, o in zip(site_texts, offsets, strict=True)]
-        log_probs = masked_log_probs(bundle, batch, rows_t, index_t)
+        log_probs = masked_log_probs(bundle, batch, rows_t, index_t, groups=self.config.generator_groups)
         source_ids = batch.input_ids[rows_t.to(batch.input_ids.device), (index_t + 1).to(batch.input_ids.device)].cpu()
         lm_gains = None
         if bundle.ngram is not None:

@@ -405,3 +405,20 @@ def test_one_generator_pass_per_batch(wild):
             handle.remove()
     assert sum(len(r.edits) for r in results) > 10  # many flagged positions ...
     assert calls == {"discriminator": 2, "generator": 1}  # ... one detection, one generator, one recheck pass
+
+
+def test_generator_groups_keep_the_neighbours_of_each_masked_position(trained):
+    """groups=K: a position's log-probs are those of a pass masking only its index % K group."""
+    from corrector.candidates import masked_log_probs
+    from corrector.detection import make_batch
+
+    bundle = trained.bundle
+    batch = make_batch([bundle.tokenizer.encode(WRONG).ids], bundle)
+    rows, index = torch.zeros(4, dtype=torch.long), torch.tensor([3, 4, 5, 6])
+    grouped = masked_log_probs(bundle, batch, rows, index, groups=2)
+    for group in (0, 1):
+        members = (index % 2 == group).nonzero(as_tuple=True)[0]
+        alone = masked_log_probs(bundle, batch, rows[members], index[members])
+        assert torch.allclose(grouped[members], alone, atol=1e-5)
+    all_masked = masked_log_probs(bundle, batch, rows, index)
+    assert not torch.allclose(all_masked, grouped, atol=1e-3)  # neighbours visible: a different answer
