@@ -77,6 +77,27 @@ def test_labels_mark_only_real_replacements():
     assert labels.tolist() == [[0.0, 0.0, 1.0, 0.0, 0.0]]
 
 
+def test_sampling_follows_the_generator_distribution():
+    from corrector.pretrain.train import sample_rows
+
+    torch.manual_seed(0)
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2], [1.0, 0.0, 0.0, 0.0, 0.0]])
+    draws = sample_rows(probs.repeat(20000, 1)).view(20000, 2)
+    frequency = torch.bincount(draws[:, 0], minlength=5).float() / 20000
+    assert torch.allclose(frequency, probs[0], atol=0.015)
+    assert (frequency[[0, 2]] == 0).all()  # zero-probability entries are never drawn
+    assert (draws[:, 1] == 0).all()
+
+
+def test_pretraining_dropout_is_set_on_the_modules_not_the_config():
+    discriminator, generator = build_pair(PRESETS["tiny"], vocab_size=100)
+    rtd = ReplacedTokenDetection(discriminator, generator, PretrainConfig(), [2, 3, 0], 4)
+    assert all(m.p == 0.0 for m in rtd.modules() if isinstance(m, torch.nn.Dropout))
+    assert discriminator.config.hidden_dropout_prob == 0.1  # fine-tuning reads this again
+    kept = ReplacedTokenDetection(*build_pair(PRESETS["tiny"], vocab_size=100), PretrainConfig(dropout=None), [2, 3, 0], 4)
+    assert any(m.p == 0.1 for m in kept.modules() if isinstance(m, torch.nn.Dropout))
+
+
 def test_embeddings_are_shared_and_stay_shared():
     discriminator, generator = build_pair(PRESETS["tiny"], vocab_size=100)
     disc_emb, gen_emb = discriminator.electra.embeddings, generator.electra.embeddings
@@ -262,6 +283,7 @@ def test_bench_times_both_steps_and_writes_json(tmp_path):
     path = tmp_path / "bench.json"
     result = run_bench("tiny", batch_size=2, max_length=16, vocab_size=64, steps=1, json_path=str(path))
     assert json.loads(path.read_text()) == result
-    for key in ("naive_tokens_per_s", "ours_tokens_per_s", "ours_fp32_tokens_per_s", "speedup", "speedup_fp32"):
+    for key in ("naive_tokens_per_s", "ours_tokens_per_s", "ours_fp32_tokens_per_s", "ours_dropout_tokens_per_s",
+                "speedup", "speedup_fp32"):
         assert result[key] > 0
     assert result["ours_precision"] in ("bf16 autocast", "fp32")

@@ -32,6 +32,7 @@ HELP = {
     "mask_token_prob": "share of those replaced by [MASK] (the rest keep their token)",
     "disc_weight": "λ: weight of the discriminator loss",
     "temperature": "generator sampling temperature",
+    "dropout": "dropout while pre-training (default 0: text is seen about once; the saved config keeps 0.1 for fine-tuning)",
     "compile": "wrap the model in torch.compile",
     "halfwidth": "fold full-width ASCII (Ａ１) to half-width while reading the corpus",
     "min_count": "vocabulary: minimum corpus count of a character",
