@@ -22,6 +22,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", help="torch device (default cpu)")
     p.add_argument("--workers", type=int, help="worker processes, each with its own model (default 1)")
     p.add_argument("--threads", type=int, help="torch threads per worker (default 1; 0 = one per core)")
+    p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
+                   help="int8 dynamic quantization on CPU: ~20-25%% lower latency, same F1, but results may "
+                        "depend on micro-batch company (default off)")
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")
     p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")

@@ -350,12 +350,12 @@ def test_cli_flags_override_env_and_reach_uvicorn(monkeypatch):
     monkeypatch.setenv("CSC_SERVICE_PORT", "9999")
     monkeypatch.setenv("CSC_SERVICE_MAX_WAIT_MS", "7")
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: captured.update(app=app, **kw))
-    main(["--port", "8123", "--model", "/models/x", "--workers", "2", "--no-batching"])
+    main(["--port", "8123", "--model", "/models/x", "--workers", "2", "--no-batching", "--quantize"])
     assert captured["app"] == "service.app:app"
     assert (captured["port"], captured["workers"], captured["host"]) == (8123, 2, "127.0.0.1")
     # Worker processes build their app from the environment, so flags must be written there.
     s = Settings()
-    assert (s.port, s.model, s.batching, s.max_wait_ms) == (8123, "/models/x", False, 7.0)
+    assert (s.port, s.model, s.batching, s.max_wait_ms, s.quantize) == (8123, "/models/x", False, 7.0, True)
 
 
 def test_cli_rejects_invalid_settings(monkeypatch):
@@ -448,6 +448,21 @@ def tiny_client(tiny_model_dir):
             yield client
     finally:
         torch.set_num_threads(threads)
+
+
+def test_quantize_setting_reaches_the_corrector(tiny_model_dir):
+    import torch
+
+    from service.app import load_corrector
+
+    threads = torch.get_num_threads()
+    try:
+        corrector = load_corrector(Settings(model=str(tiny_model_dir), quantize=True))
+    finally:
+        torch.set_num_threads(threads)
+    linear = corrector.bundle.discriminator.electra.encoder.layer[0].attention.self.query
+    assert "quantized" in type(linear).__module__
+    assert corrector.correct("少先队员因该为老人让坐").source == "少先队员因该为老人让坐"
 
 
 def test_tiny_model_health_names_the_model(tiny_client, tiny_model_dir):
