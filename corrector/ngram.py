@@ -71,11 +71,9 @@ class NgramLM:
     def bits(self) -> int:
         return bits_per_id(len(self.chars))
 
-    def ids(self, text: str) -> np.ndarray:
-        return self.char_ids(text)
-
-    def char_ids(self, chars: Iterable[str]) -> np.ndarray:
-        """The LM id of each character (UNKNOWN for anything else, e.g. a multi-character token)."""
+    def ids(self, chars: Iterable[str]) -> np.ndarray:
+        """The LM id of each character of a string or list (UNKNOWN for anything else, such as
+        a multi-character token)."""
         return np.array([self._index.get(ch, UNKNOWN) for ch in chars], dtype=np.uint64)
 
     def _pack(self, grams: np.ndarray) -> np.ndarray:
@@ -110,7 +108,7 @@ class NgramLM:
         this LM's ids): log P(text with the candidate at position) - log P(text), in nats, one
         array per site."""
         sizes = np.array([len(chars) for chars in options], dtype=np.int64)
-        targets = [chars if isinstance(chars, np.ndarray) else self.char_ids(chars) for chars in options]
+        targets = [chars if isinstance(chars, np.ndarray) else self.ids(chars) for chars in options]
         flat = self.site_gains(sites, np.repeat(np.arange(len(sites)), sizes),
                                np.concatenate(targets) if targets else np.zeros(0, np.uint64))
         return np.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) else []

@@ -159,7 +159,7 @@ class Corrector:
         self.cjk_bias = cjk_bias(self.bundle)
         if self.bundle.ngram is not None:  # vocabulary id -> n-gram LM id, for candidate arrays
             tok = self.bundle.tokenizer
-            self.vocab_to_lm = self.bundle.ngram.char_ids([tok.token(i) for i in range(tok.vocab_size)])
+            self.vocab_to_lm = self.bundle.ngram.ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
 

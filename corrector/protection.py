@@ -97,7 +97,3 @@ class WordFrequency:
         """log10(1 + frequency) of the most frequent word made by `char` in that context."""
         freq = self.freq
         return math.log10(1 + max((freq.get(left + char + right, 0) for left, right in context), default=0))
-
-    def best(self, text: str, position: int, char: str | None = None) -> float:
-        """Score of text with text[position] replaced by char (or as is)."""
-        return self.score(self.context(text, position), char if char is not None else text[position])

@@ -168,15 +168,19 @@ class Scorer:
     def confidence(self, features: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(features))
 
+    def _recheck_extremes(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits with recheck_prob set to 0 and to 1."""
+        column = FEATURE_INDEX["recheck_prob"]
+        low, high = features.clone(), features.clone()
+        low[:, column], high[:, column] = 0.0, 1.0
+        return self.logits(low), self.logits(high)
+
     def bound_without_recheck(self, features: torch.Tensor) -> torch.Tensor:
         """The best logit any recheck result could give: skip rechecks that cannot pass.
 
         Exact for the linear score; for a network, the better of recheck_prob = 0 and 1 (tanh
         units make the score smooth in one input, but not necessarily monotone)."""
-        column = FEATURE_INDEX["recheck_prob"]
-        low, high = features.clone(), features.clone()
-        low[:, column], high[:, column] = 0.0, 1.0
-        return torch.maximum(self.logits(low), self.logits(high))
+        return torch.maximum(*self._recheck_extremes(features))
 
     def recheck_reach(self, features: torch.Tensor) -> float:
         """How far a recheck result can move a score: |w_recheck| for the linear score, the
@@ -185,10 +189,8 @@ class Scorer:
             return abs(self.weights.get("recheck_prob", 0.0))
         if not self.uses("recheck_prob") or len(features) == 0:
             return 0.0
-        column = FEATURE_INDEX["recheck_prob"]
-        low, high = features.clone(), features.clone()
-        low[:, column], high[:, column] = 0.0, 1.0
-        return float((self.logits(high) - self.logits(low)).abs().max())
+        low, high = self._recheck_extremes(features)
+        return float((high - low).abs().max())
 
     @classmethod
     def fit(

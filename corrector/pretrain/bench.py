@@ -22,7 +22,7 @@ from transformers import ElectraForMaskedLM
 
 from ..training import native_bf16
 from .modeling import PRESETS, build_pair, electra_configs
-from .train import PretrainConfig, ReplacedTokenDetection
+from .train import PretrainConfig, ReplacedTokenDetection, set_dropout
 
 
 def _time_steps(step, steps: int) -> float:
@@ -61,7 +61,6 @@ def run_bench(preset: str, batch_size: int, max_length: int, vocab_size: int, st
         model.config._attn_implementation = "sdpa"
     ours = ReplacedTokenDetection(discriminator, generator, cfg, special, mask_token_id=4)
     ours_opt = torch.optim.AdamW(ours.parameters(), lr=1e-4)
-    dropout_modules = [m for m in ours.modules() if isinstance(m, torch.nn.Dropout)]
 
     device_type = "cpu"
     default_bf16 = cfg.bf16 and native_bf16(on_cpu=True)
@@ -77,8 +76,7 @@ def run_bench(preset: str, batch_size: int, max_length: int, vocab_size: int, st
     naive_seconds = _time_steps(naive_step, steps)
     our_seconds = _time_steps(our_step, steps)
     our_fp32_seconds = _time_steps(lambda: our_step(False), steps) if default_bf16 else our_seconds
-    for module in dropout_modules:
-        module.p = 0.1  # ELECTRA's own dropout, for comparison
+    set_dropout(ours, 0.1)  # ELECTRA's own dropout, for comparison
     our_dropout_seconds = _time_steps(our_step, steps)
     result = {
         "preset": preset,

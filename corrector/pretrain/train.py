@@ -102,6 +102,14 @@ def generator_logits_at(generator, input_ids: torch.Tensor, attention_mask: torc
     return generator.generator_lm_head(hidden)
 
 
+def set_dropout(model: nn.Module, p: float) -> None:
+    """Dropout probability of every dropout module (HF's SDPA attention reads its `p` as well);
+    the model's config is left as it is."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+
+
 class ReplacedTokenDetection(nn.Module):
     """Generator + discriminator whose forward is the whole ELECTRA objective, so a DDP wrapper
     around it prepares gradient reduction for both halves in one call."""
@@ -114,9 +122,7 @@ class ReplacedTokenDetection(nn.Module):
         self.special_ids = special_ids
         self.mask_token_id = mask_token_id
         if cfg.dropout is not None:
-            for module in self.modules():
-                if isinstance(module, nn.Dropout):  # HF's SDPA attention reads its p as well
-                    module.p = cfg.dropout
+            set_dropout(self, cfg.dropout)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
         cfg = self.cfg
