@@ -89,6 +89,52 @@ def test_sampling_follows_the_generator_distribution():
     assert (draws[:, 1] == 0).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_generator_loss_matches_cross_entropy_across_row_blocks(monkeypatch, dtype):
+    import torch.nn.functional as F
+
+    from corrector.pretrain.train import GeneratorLossAndSample
+
+    monkeypatch.setattr(GeneratorLossAndSample, "rows_per_block", 3)  # 10 rows: blocks 3+3+3+1
+    torch.manual_seed(0)
+    base = (torch.randn(10, 50) * 3).to(dtype)
+    targets = torch.randint(0, 50, (10,))
+    ours = base.clone().requires_grad_()
+    loss, sampled, correct = GeneratorLossAndSample.apply(ours, targets)
+    (2.0 * loss).backward()
+    reference = base.clone().float().requires_grad_()
+    expected = F.cross_entropy(reference, targets)
+    (2.0 * expected).backward()
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-2
+    assert torch.allclose(loss, expected, atol=tolerance)
+    assert ours.grad.dtype == dtype
+    assert torch.allclose(ours.grad.float(), reference.grad, atol=tolerance)
+    assert int(correct) == int((base.float().argmax(-1) == targets).sum())
+    assert sampled.shape == (10,) and sampled.dtype == torch.long and (sampled < 50).all()
+    empty_loss, empty_sampled, _ = GeneratorLossAndSample.apply(base[:0].clone().requires_grad_(), targets[:0])
+    assert empty_loss.item() == 0.0 and empty_sampled.numel() == 0
+
+
+def test_allocator_setting_is_applied_once_on_linux():
+    from corrector.allocator import retain_freed_memory
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc malloc tuning only applies on Linux")
+    assert retain_freed_memory() is True
+    assert retain_freed_memory() is True  # idempotent
+
+
+def test_attention_kernel_follows_device_and_precision():
+    from corrector.pretrain.modeling import attention_implementation, set_attention
+
+    assert attention_implementation("cuda", True) == "sdpa"
+    assert attention_implementation("cpu", False) == "sdpa"
+    assert attention_implementation("cpu", True) == "eager"
+    discriminator, generator = build_pair(PRESETS["tiny"], vocab_size=100)
+    set_attention((discriminator, generator), "cpu", True)
+    assert discriminator.config._attn_implementation == generator.config._attn_implementation == "eager"
+
+
 def test_pretraining_dropout_is_set_on_the_modules_not_the_config():
     discriminator, generator = build_pair(PRESETS["tiny"], vocab_size=100)
     rtd = ReplacedTokenDetection(discriminator, generator, PretrainConfig(), [2, 3, 0], 4)
@@ -287,3 +333,4 @@ def test_bench_times_both_steps_and_writes_json(tmp_path):
                 "speedup", "speedup_fp32"):
         assert result[key] > 0
     assert result["ours_precision"] in ("bf16 autocast", "fp32")
+    assert result["ours_attention"] in ("eager", "sdpa")

@@ -150,11 +150,12 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
 def train(cfg: FinetuneConfig) -> Path:
     from transformers import AutoTokenizer
 
-    from ..pretrain.modeling import load_pair
+    from ..pretrain.modeling import load_pair, set_attention
 
     accelerator, output = setup_run(cfg)
     log = accelerator.print
     discriminator, generator, tokenizer_dir = load_pair(cfg.init)
+    set_attention((discriminator, generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     max_length = min(cfg.max_length, discriminator.config.max_position_embeddings)
 

@@ -4,11 +4,13 @@ naive: Hugging Face `ElectraForMaskedLM` with the discriminator's size, computin
        logits at EVERY position and the loss on the masked 15% (what a straightforward MLM
        pre-training script does), eager attention.
 ours:  the full ELECTRA step of `train.py` (generator 1/4 width with logits only at masked
-       positions + sampling + discriminator + λ·BCE), SDPA attention, with the trainer's default
+       positions, one softmax for loss and sampling + discriminator + λ·BCE), the trainer's
+       attention kernel for the device (`modeling.attention_implementation`), its default
        precision: bf16 autocast where the hardware multiplies in bf16 natively (also on CPUs with
        AVX512-BF16/AMX), else fp32, and its default pre-training dropout (0, see
        `PretrainConfig.dropout`). Our step in fp32 and with ELECTRA's dropout 0.1 are reported too.
-Both: same discriminator size, vocabulary, sequence length and batch, AdamW step included.
+Both: same discriminator size, vocabulary, sequence length and batch, AdamW step included, in
+one process with the trainers' malloc setting (`corrector.allocator`), which speeds up both.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import time
 import torch
 from transformers import ElectraForMaskedLM
 
-from ..training import native_bf16
-from .modeling import PRESETS, build_pair, electra_configs
+from ..allocator import retain_freed_memory
+from ..training import make_optimizer, native_bf16
+from .modeling import PRESETS, attention_implementation, build_pair, electra_configs, set_attention
 from .train import PretrainConfig, ReplacedTokenDetection, set_dropout
 
 
@@ -34,6 +37,7 @@ def _time_steps(step, steps: int) -> float:
 
 
 def run_bench(preset: str, batch_size: int, max_length: int, vocab_size: int, steps: int, json_path: str | None = None) -> dict:
+    retain_freed_memory()
     torch.manual_seed(0)
     size = PRESETS[preset]
     special = [2, 3, 0]  # [CLS], [SEP], [PAD] in our vocabularies
@@ -57,15 +61,14 @@ def run_bench(preset: str, batch_size: int, max_length: int, vocab_size: int, st
 
     cfg = PretrainConfig()
     discriminator, generator = build_pair(size, vocab_size)
-    for model in (discriminator, generator):
-        model.config._attn_implementation = "sdpa"
     ours = ReplacedTokenDetection(discriminator, generator, cfg, special, mask_token_id=4)
-    ours_opt = torch.optim.AdamW(ours.parameters(), lr=1e-4)
+    ours_opt = make_optimizer(ours, lr=1e-4, weight_decay=0.01)  # the trainer's (fused) AdamW
 
     device_type = "cpu"
     default_bf16 = cfg.bf16 and native_bf16(on_cpu=True)
 
     def our_step(bf16: bool = default_bf16) -> None:
+        set_attention((discriminator, generator), device_type, bf16)  # what the trainer would pick
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
             loss, _ = ours(input_ids, attention_mask)
         loss.backward()
@@ -87,6 +90,7 @@ def run_bench(preset: str, batch_size: int, max_length: int, vocab_size: int, st
         "machine": platform.processor() or platform.machine(),
         "naive_tokens_per_s": tokens / naive_seconds,
         "ours_precision": "bf16 autocast" if default_bf16 else "fp32",
+        "ours_attention": attention_implementation(device_type, default_bf16),
         "ours_tokens_per_s": tokens / our_seconds,
         "ours_fp32_tokens_per_s": tokens / our_fp32_seconds,
         "ours_dropout_tokens_per_s": tokens / our_dropout_seconds,

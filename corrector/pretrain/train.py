@@ -33,7 +33,7 @@ from ..training import (
     save_final,
     setup_run,
 )
-from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, load_pair
+from .modeling import PRESETS, ElectraSize, build_pair, count_parameters, load_pair, set_attention
 
 
 @dataclass
@@ -92,6 +92,55 @@ def sample_rows(probs: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
 
+class GeneratorLossAndSample(torch.autograd.Function):
+    """Mean MLM cross-entropy of (n, vocab) logits, a temperature-1 sample per row, and the
+    number of rows whose argmax is the target, from one fp32 softmax per block of rows.
+
+    `F.cross_entropy` + a separate softmax for sampling made five (n, vocab) fp32 tensors per
+    step (upcast, log-softmax, softmax, cumulative sums, the zero-filled gradient), each larger
+    than the 32 MiB that glibc reuses (see `corrector.allocator`), so every step page-faulted
+    them anew; with log-softmax's slow CPU backward that was ~10% of a CPU step at 21k entries.
+    Here blocks of `rows_per_block` rows stay under that size, and backward recomputes their
+    softmax (cheaper than keeping an (n, vocab) fp32 tensor) to form softmax - one-hot."""
+
+    rows_per_block = 128  # x 21,128 entries x 4 bytes = 11 MB
+
+    @staticmethod
+    def _blocks(n: int):
+        step = GeneratorLossAndSample.rows_per_block
+        return (slice(start, start + step) for start in range(0, n, step))
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor):
+        n = len(targets)
+        log_likelihood = torch.zeros((), dtype=torch.float32, device=logits.device)
+        correct = torch.zeros((), dtype=torch.long, device=logits.device)
+        sampled = torch.empty(n, dtype=torch.long, device=logits.device)
+        for rows in GeneratorLossAndSample._blocks(n):
+            probs = torch.softmax(logits[rows], dim=-1, dtype=torch.float32)
+            block_targets = targets[rows]
+            # Gradients are exact; only the logged loss of a row is capped at -log(tiny) ~ 87
+            # nats, far beyond anything a generator produces (uniform over 21k entries: ~10).
+            target_probs = probs.gather(1, block_targets[:, None]).clamp_min_(torch.finfo(torch.float32).tiny)
+            log_likelihood += target_probs.log_().sum()
+            correct += (probs.argmax(-1) == block_targets).sum()
+            sampled[rows] = sample_rows(probs)
+        ctx.save_for_backward(logits, targets)
+        ctx.mark_non_differentiable(sampled, correct)
+        return -log_likelihood / max(1, n), sampled, correct
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_sampled, _grad_correct):
+        logits, targets = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        scale = grad_loss / max(1, len(targets))
+        for rows in GeneratorLossAndSample._blocks(len(targets)):
+            probs = torch.softmax(logits[rows], dim=-1, dtype=torch.float32)
+            probs[torch.arange(len(probs), device=probs.device), targets[rows]] -= 1.0
+            grad[rows] = probs.mul_(scale)
+        return grad, None
+
+
 def generator_logits_at(generator, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Generator logits only for `positions` (bool), shape (n_masked, vocab).
 
@@ -131,11 +180,11 @@ class ReplacedTokenDetection(nn.Module):
         # Packed sequences have no padding: without a mask SDPA can use its fused kernel.
         model_mask = None if bool(attention_mask.all()) else attention_mask
         logits = generator_logits_at(self.generator, masked, model_mask, positions)
-        mlm_loss = F.cross_entropy(logits.float(), targets)
-
-        with torch.no_grad():
-            sampled = sample_rows(torch.softmax(logits.float() / cfg.temperature, dim=-1))
-            corrupted, labels = corrupt(input_ids, positions, sampled)
+        mlm_loss, sampled, gen_correct = GeneratorLossAndSample.apply(logits, targets)
+        if cfg.temperature != 1.0:
+            with torch.no_grad():
+                sampled = sample_rows(torch.softmax(logits.detach() / cfg.temperature, dim=-1, dtype=torch.float32))
+        corrupted, labels = corrupt(input_ids, positions, sampled)
 
         disc_logits = self.discriminator(input_ids=corrupted, attention_mask=model_mask).logits
         active = attention_mask.bool()
@@ -149,7 +198,7 @@ class ReplacedTokenDetection(nn.Module):
             stats = {
                 "mlm_loss": mlm_loss.item(),
                 "disc_loss": disc_loss.item(),
-                "gen_acc": (logits.argmax(-1) == targets).float().mean().item() if targets.numel() else 0.0,
+                "gen_acc": gen_correct.item() / max(1, targets.numel()),
                 "replaced": truth.float().mean().item(),
                 "disc_precision": true_positive / max(1, predicted.sum().item()),
                 "disc_recall": true_positive / max(1, truth.sum().item()),
@@ -192,8 +241,6 @@ def load_or_build(cfg: PretrainConfig, log) -> tuple[ReplacedTokenDetection, Cha
         size.max_position_embeddings = max(size.max_position_embeddings, cfg.max_length)
         vocab_size = len(AutoTokenizer.from_pretrained(tokenizer_dir))
         discriminator, generator = build_pair(size, vocab_size)
-        for model in (discriminator, generator):
-            model.config._attn_implementation = "sdpa"  # fused attention kernel on CPU and GPU
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
     rtd = ReplacedTokenDetection(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
@@ -224,6 +271,7 @@ def train(cfg: PretrainConfig) -> Path:
     with accelerator.main_process_first():  # rank 0 builds the vocabulary and token cache
         pair, tokenizer, tokenizer_dir = load_or_build(cfg, log)
         data = build_token_cache(cfg.corpus, tokenizer, output / "cache", cfg.max_length, cfg.halfwidth, log=log)
+    set_attention((pair.discriminator, pair.generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     log(f"discriminator {count_parameters(pair.discriminator) / 1e6:.1f}M params, "
         f"generator {count_parameters(pair.generator) / 1e6:.1f}M, pair {count_parameters(pair) / 1e6:.1f}M (shared embeddings)")
 
