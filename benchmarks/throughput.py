@@ -57,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quantize", action="store_true", help="also time the corrector with int8 dynamic quantization")
+    parser.add_argument("--bf16", action="store_true", help="also time the corrector with bf16 autocast networks")
     parser.add_argument("--threshold", type=float, default=None,
                         help="edit threshold (default: the model's; 0 for the random model: every flagged position "
                              "is scored and rechecked, an upper bound on the work)")
@@ -226,13 +227,15 @@ def main() -> int:
     for size in sizes:
         report["corrector"][f"batch_{size}"] = time_batched(corrector, texts, size)
     systems = ["corrector"]
-    if args.quantize:
+    variants = [("corrector-int8", {"quantize": True})] if args.quantize else []
+    variants += [("corrector-bf16", {"bf16": True})] if args.bf16 else []
+    for system, options in variants:
         fast = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion,
-                         quantize=True)
-        report["corrector-int8"] = {"batch_1": time_single(fast, texts)}
+                         **options)
+        report[system] = {"batch_1": time_single(fast, texts)}
         for size in sizes:
-            report["corrector-int8"][f"batch_{size}"] = time_batched(fast, texts, size)
-        systems.append("corrector-int8")
+            report[system][f"batch_{size}"] = time_batched(fast, texts, size)
+        systems.append(system)
     report["classic"] = {"batch_1": time_single(classic, texts[: args.classic_limit])}
     systems.append("classic")
     report["load_average_after"] = os.getloadavg()

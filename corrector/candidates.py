@@ -140,13 +140,14 @@ def _masked_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: t
     cols = (index + 1).to(input_ids.device)  # +1 for [CLS]
     input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
     generator = bundle.generator
-    if hasattr(generator, "electra") and hasattr(generator, "generator_predictions"):
-        hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        picked = hidden[rows.to(hidden.device), cols]
-        logits = generator.generator_lm_head(generator.generator_predictions(picked))
-    else:  # any other masked-LM class: full head, then pick
-        logits = generator(input_ids=input_ids, attention_mask=attention_mask).logits
-        logits = logits[rows.to(logits.device), cols]
+    with bundle.autocast():
+        if hasattr(generator, "electra") and hasattr(generator, "generator_predictions"):
+            hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            picked = hidden[rows.to(hidden.device), cols]
+            logits = generator.generator_lm_head(generator.generator_predictions(picked))
+        else:  # any other masked-LM class: full head, then pick
+            logits = generator(input_ids=input_ids, attention_mask=attention_mask).logits
+            logits = logits[rows.to(logits.device), cols]
     return logits.float().log_softmax(-1).cpu()
 
 

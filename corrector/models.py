@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedModel
 
+from .allocator import retain_freed_memory
 from .error_pairs import FILENAME as ERROR_PAIRS_FILE
 from .error_pairs import ErrorPairs
 from .ngram import FILENAME as NGRAM_FILE
@@ -89,6 +90,7 @@ class ModelBundle:
     scorer_config: dict = field(default_factory=dict)
     ngram: NgramLM | None = None  # feature `lm_gain` is 0 without one
     error_pairs: ErrorPairs | None = None  # features `pair_log_*` are 0 without one
+    bf16: bool = False  # run the network passes under bf16 autocast (`autocast()`)
 
     @property
     def max_length(self) -> int:
@@ -98,10 +100,16 @@ class ModelBundle:
         )
         return positions - 2
 
+    def autocast(self):
+        """The context every network pass runs in: bf16 autocast when `bf16` is set (weights
+        stay fp32; matmuls in bf16, ~1.7x faster at batch 32 on CPUs with AVX512-BF16/AMX)."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
     @torch.inference_mode()
     def replaced_probability(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """P(token was replaced) per position, shape (batch, length)."""
-        logits = self.discriminator(input_ids=input_ids, attention_mask=attention_mask).logits
+        with self.autocast():
+            logits = self.discriminator(input_ids=input_ids, attention_mask=attention_mask).logits
         if logits.dim() == 3:  # token-classification head: class 1 = wrong character
             return logits.float().softmax(-1)[..., 1]
         return torch.sigmoid(logits.float())
@@ -127,7 +135,12 @@ def load_halves(paths: ModelPaths) -> tuple[PreTrainedModel, ElectraForMaskedLM]
 
 
 def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu") -> ModelBundle:
-    """Load a model once; every caller (CLI, service, evaluator) goes through here."""
+    """Load a model once; every caller (CLI, service, evaluator) goes through here.
+
+    Also sets the process's malloc to keep freed memory (`allocator.retain_freed_memory`): every
+    batch allocates the same activations again, and on CPU that made batched correction ~25%
+    faster (104 vs 84 sentences/s at batch 32)."""
+    retain_freed_memory()
     path_or_id = str(path_or_id or default_model_path())
     paths = resolve_model_paths(path_or_id)
     device = torch.device(device)

@@ -83,23 +83,30 @@ class NgramLM:
         return packed
 
     def log_prob(self, grams: np.ndarray) -> np.ndarray:
-        """log P(last id | the ids before it) for each row of `grams` (M, order), in nats."""
+        """log P(last id | the ids before it) for each row of `grams` (M, order), in nats.
+
+        Per order the packed k-grams are sorted once: their histories (the key shifted right by
+        one id) are then sorted too, so both binary searches walk the millions of stored keys in
+        order (~2.5x faster than unsorted lookups for the corrector's batches)."""
         grams = np.asarray(grams, dtype=np.uint64)
         prob = np.exp(self._log_unigram[grams[:, -1].astype(np.int64)])
         for k in range(2, self.order + 1):
             history_keys, totals, distinct = self._histories[k - 2]
             if len(history_keys) == 0:
                 continue
-            history = self._pack(grams[:, -k:-1])
-            at = np.minimum(_search(history_keys, history), len(history_keys) - 1)
+            full = self._pack(grams[:, -k:])
+            order = np.argsort(full) if len(full) > 1 else np.arange(len(full))
+            full = full[order]
+            history = full >> np.uint64(self.bits)
+            at = np.minimum(np.searchsorted(history_keys, history), len(history_keys) - 1)
             seen = history_keys[at] == history
             keys, counts = self.keys[k - 1], self.counts[k - 1]
-            full = self._pack(grams[:, -k:])
-            where = np.minimum(_search(keys, full), len(keys) - 1)
+            where = np.minimum(np.searchsorted(keys, full), len(keys) - 1)
             count = np.where(keys[where] == full, counts[where], 0).astype(np.float64)
             total = np.where(seen, totals[at], 1.0)
-            interpolated = (np.maximum(count - self.discount, 0.0) + self.discount * distinct[at] * prob) / total
-            prob = np.where(seen, interpolated, prob)
+            lower = prob[order]
+            interpolated = (np.maximum(count - self.discount, 0.0) + self.discount * distinct[at] * lower) / total
+            prob[order] = np.where(seen, interpolated, lower)
         return np.log(prob)
 
     def replacement_gains(self, sites: Sequence[tuple[str, int]],
@@ -206,17 +213,6 @@ class NgramLM:
             keys = [handle.get_tensor(f"keys_{k}").astype(np.uint64) for k in range(1, order + 1)]
             counts = [handle.get_tensor(f"counts_{k}").astype(np.uint32) for k in range(1, order + 1)]
         return cls(chars=json.loads(metadata["chars"]), keys=keys, counts=counts, discount=float(metadata["discount"]))
-
-
-def _search(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """np.searchsorted with the queries sorted first: consecutive lookups then touch nearby
-    memory of the (millions of) keys, ~2.5x faster for the batches the corrector sends."""
-    if len(queries) < 1024:
-        return np.searchsorted(keys, queries)
-    order = np.argsort(queries)
-    found = np.empty(len(queries), dtype=np.int64)
-    found[order] = np.searchsorted(keys, queries[order])
-    return found
 
 
 def bits_per_id(table_size: int) -> int:

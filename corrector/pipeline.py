@@ -28,6 +28,7 @@ many threads at once.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +98,6 @@ def quantized(bundle: ModelBundle) -> ModelBundle:
     shared bundle is not touched (the service and evaluator may hold it too). Uses torch's
     eager-mode `quantize_dynamic`, which torch marks as deprecated in favour of torchao.
     """
-    import dataclasses
     import warnings
 
     if bundle.device.type != "cpu":
@@ -135,10 +135,13 @@ class Corrector:
         confusion: ConfusionSet | None = None,
         config: CorrectorConfig | None = None,
         quantize: bool = False,
+        bf16: bool = False,
     ) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
         if quantize:
             self.bundle = quantized(self.bundle)
+        if bf16 != self.bundle.bf16:  # a copy: the shared bundle keeps its own setting
+            self.bundle = dataclasses.replace(self.bundle, bf16=bf16)
         self.config = config or CorrectorConfig(batch_size=batch_size, max_edits_per_sentence=max_edits_per_sentence)
         if isinstance(scorer, Scorer):
             scorer = scorer.to_config()  # a private copy: the overrides below must not leak

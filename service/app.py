@@ -41,7 +41,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
 
     if settings.threads > 0:
         torch.set_num_threads(settings.threads)
-    return Corrector(settings.model, device=settings.device, quantize=settings.quantize)
+    return Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16)
 
 
 def corrector_name(obj: object) -> str | None:

@@ -353,6 +353,17 @@ def test_batch_equals_single(wild, trained):
             ]
 
 
+def test_bf16_networks_give_the_same_corrections(trained):
+    fast = Corrector(trained.bundle, bf16=True, confusion=trained.confusion)
+    assert fast.bundle.bf16 and not trained.bundle.bf16  # a copy; the shared bundle is untouched
+    texts = [WRONG, MIXED, RIGHT, "今天天气很好"]
+    exact, rounded = trained.correct_batch(texts), fast.correct_batch(texts)
+    assert [r.target for r in rounded] == [r.target for r in exact]
+    for a, b in zip(exact, rounded, strict=True):
+        assert [e.position for e in a.edits] == [e.position for e in b.edits]
+        assert all(abs(x.confidence - y.confidence) < 0.05 for x, y in zip(a.edits, b.edits, strict=True))
+
+
 def test_thread_safety(trained, wild):
     texts = [WRONG, MIXED, NASTY, RIGHT, "少先队员因该为老人让坐。" * 5] * 3
     expected = {id(c): [r.to_dict() for r in c.correct_batch(texts)] for c in (trained, wild)}

@@ -462,6 +462,8 @@ def test_quantize_setting_reaches_the_corrector(tiny_model_dir):
         torch.set_num_threads(threads)
     linear = corrector.bundle.discriminator.electra.encoder.layer[0].attention.self.query
     assert "quantized" in type(linear).__module__
+    assert not corrector.bundle.bf16
+    assert load_corrector(Settings(model=str(tiny_model_dir), bf16=True)).bundle.bf16
     assert corrector.correct("少先队员因该为老人让坐").source == "少先队员因该为老人让坐"
 
 
