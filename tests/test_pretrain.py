@@ -17,7 +17,7 @@ import torch
 from transformers import AutoTokenizer, BertTokenizerFast
 
 from corrector.pretrain.corpus import build_token_cache
-from corrector.pretrain.modeling import PRESETS, build_pair
+from corrector.pretrain.modeling import PRESETS, build_pair, electra_configs
 from corrector.pretrain.train import PretrainConfig, ReplacedTokenDetection, corrupt, mask_positions, train
 from corrector.pretrain.vocab import build_vocab, count_characters, write_tokenizer
 from corrector.tokenization import CharTokenizer
@@ -334,3 +334,22 @@ def test_bench_times_both_steps_and_writes_json(tmp_path):
         assert result[key] > 0
     assert result["ours_precision"] in ("bf16 autocast", "fp32")
     assert result["ours_attention"] in ("eager", "sdpa")
+    assert result["ours_achieved_tflops"] > 0 and result["mfu"] is None  # no peak known for a CPU
+
+
+def test_step_flops_match_six_n_per_token_plus_attention_and_vocabulary():
+    from corrector.pretrain.bench import electra_step_flops
+
+    disc, gen = electra_configs(PRESETS["small"], 21128)
+    discriminator, generator = build_pair(PRESETS["small"], 21128)
+
+    def matmul_params(model) -> int:  # weights applied to every token (not embeddings, not the vocabulary head)
+        return sum(p.numel() for n, p in model.named_parameters()
+                   if p.ndim == 2 and "embeddings." not in n and "lm_head" not in n)
+
+    tokens = 32 * 128
+    dense = 6 * tokens * (matmul_params(discriminator) + matmul_params(generator.electra))
+    flops = electra_step_flops(disc, gen, 32, 128, 0.15)
+    attention = 3 * tokens * 4 * 128 * (disc.hidden_size * disc.num_hidden_layers + gen.hidden_size * gen.num_hidden_layers)
+    vocabulary = 3 * tokens * 0.15 * 2 * (gen.hidden_size * gen.embedding_size + gen.embedding_size * 21128)
+    assert flops == pytest.approx(dense + attention + vocabulary, rel=0.01)

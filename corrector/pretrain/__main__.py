@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--vocab-size", type=int, default=21128, help="vocabulary of both sides (default: BERT-Chinese size)")
     bench.add_argument("--steps", type=int, default=5, help="timed steps per side (after 1 warm-up)")
     bench.add_argument("--json", help="write the figures to this file")
+    bench.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
+    bench.add_argument("--peak-tflops", type=float,
+                       help="the device's dense bf16 peak for the MFU figure (default: known GPUs, e.g. H100 SXM 989)")
 
     args = parser.parse_args(argv)
     if args.command == "vocab":
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .bench import run_bench
 
-    run_bench(args.preset, args.batch_size, args.max_length, args.vocab_size, args.steps, args.json)
+    run_bench(args.preset, args.batch_size, args.max_length, args.vocab_size, args.steps, args.json,
+              device=args.device, peak_tflops=args.peak_tflops)
     return 0
 
 
