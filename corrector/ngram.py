@@ -95,7 +95,7 @@ class NgramLM:
             if len(history_keys) == 0:
                 continue
             full = self._pack(grams[:, -k:])
-            order = np.argsort(full) if len(full) > 1 else np.arange(len(full))
+            order = np.argsort(full)
             full = full[order]
             history = full >> np.uint64(self.bits)
             at = np.minimum(np.searchsorted(history_keys, history), len(history_keys) - 1)

@@ -90,7 +90,7 @@ class WordFrequency:
         pieces that extend it, shortest first."""
         left = text[max(0, position - self.max_len + 1):position]
         right = text[position + 1:position + self.max_len]
-        return [(left[len(left) - a:] if a else "", [right[:b] for b in range(1, self.max_len - a)][:len(right)])
+        return [(left[len(left) - a:] if a else "", [right[:b] for b in range(1, min(len(right), self.max_len - 1 - a) + 1)])
                 for a in range(len(left) + 1)]
 
     def score(self, context: list[tuple[str, list[str]]], char: str) -> float:

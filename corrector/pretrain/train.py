@@ -181,7 +181,7 @@ class ReplacedTokenDetection(nn.Module):
         model_mask = None if bool(attention_mask.all()) else attention_mask
         logits = generator_logits_at(self.generator, masked, model_mask, positions)
         mlm_loss, sampled, gen_correct = GeneratorLossAndSample.apply(logits, targets)
-        if cfg.temperature != 1.0:
+        if cfg.temperature != 1.0:  # the shared softmax is at temperature 1: draw again
             with torch.no_grad():
                 sampled = sample_rows(torch.softmax(logits.detach() / cfg.temperature, dim=-1, dtype=torch.float32))
         corrupted, labels = corrupt(input_ids, positions, sampled)
