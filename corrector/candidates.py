@@ -1,8 +1,10 @@
 """Candidates: what could stand at each flagged position.
 
-The generator sees every flagged position of the whole batch masked at once — one forward pass
-per batch, not one per character — and its output head is applied only at those positions
-(the vocabulary projection is the expensive part of a masked-LM head). The candidates for a
+One generator pass per batch, not one per character: the generator sees either every flagged
+position of the whole batch masked at once (a pre-trained generator, "masked" input) or the
+sentences as written (a generator fine-tuned the BERT-CSC way, "source" input), and its output
+head is applied only at the flagged positions (the vocabulary projection is the expensive part
+of a masked-LM head). The candidates for a
 position are the generator's top-k CJK characters joined with the original character's confusion
 set (same/similar pinyin, similar shape, user pairs, and the corrections of that character seen
 in the model's training data) where the generator gives them at least
@@ -52,7 +54,7 @@ class Candidates:
     position: np.ndarray
     target_id: np.ndarray
     relation: np.ndarray  # confusion bits between source and target (see confusion.py)
-    gen_logprob: np.ndarray  # log P_gen(target | context), flagged positions masked
+    gen_logprob: np.ndarray  # log P_gen(target | context)
     orig_logprob: np.ndarray  # log P_gen(source | context), per candidate
     top1: np.ndarray  # target is the generator's most likely CJK character there
     lm_gain: np.ndarray  # n-gram LM: log P(sentence with target) - log P(sentence), nats
@@ -112,33 +114,39 @@ def cjk_bias(bundle: ModelBundle) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def masked_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
-                     groups: int = 1) -> torch.Tensor:
-    """Generator log-probs (N, V) at (rows[n], index[n]), every flagged position masked.
+def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
+                        groups: int = 1, mask: bool = True) -> torch.Tensor:
+    """Generator log-probs (N, V) at the flagged positions (rows[n], index[n]).
 
-    `groups` = 1: all N positions masked in one pass. With a low detection threshold most
-    characters are flagged, and a generator that sees its whole sentence masked predicts from
-    no context at all; `groups` = K masks positions with index % K == g in pass g, so every
+    `mask=False` ("source" input): one pass over the sentences as written — a generator
+    fine-tuned to map a sentence with errors to the corrected one reads every neighbour and the
+    suspect character itself. `mask=True` ("masked" input): the flagged positions are [MASK]ed;
+    `groups` = 1 masks all N at once, which with a low detection threshold leaves the generator
+    almost no context; `groups` = K masks positions with index % K == g in pass g, so every
     masked character keeps its neighbours — K passes instead of one.
     """
+    if not mask:
+        return _generator_pass(bundle, batch, rows, index, mask=False)
     out = torch.empty(len(rows), bundle.generator.config.vocab_size)
     group_of = index % max(1, groups)
     for group in range(max(1, groups)):
         chosen = (group_of == group).nonzero(as_tuple=True)[0]
         if len(chosen):
-            out[chosen] = _masked_pass(bundle, batch, rows[chosen], index[chosen])
+            out[chosen] = _generator_pass(bundle, batch, rows[chosen], index[chosen], mask=True)
     return out
 
 
-def _masked_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """One generator pass with the (rows[n], index[n]) positions masked: their log-probs (N, V)."""
+def _generator_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
+                    mask: bool) -> torch.Tensor:
+    """One generator pass (the (rows[n], index[n]) positions masked if `mask`): their log-probs (N, V)."""
     # Only the rows with a flagged position go through the generator, trimmed to their width.
     used, rows = torch.unique(rows, return_inverse=True)
     width = int(batch.attention_mask[used.to(batch.attention_mask.device)].sum(1).max())
     input_ids = batch.input_ids[used.to(batch.input_ids.device), :width].clone()
     attention_mask = batch.attention_mask[used.to(batch.attention_mask.device), :width]
     cols = (index + 1).to(input_ids.device)  # +1 for [CLS]
-    input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
+    if mask:
+        input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
     generator = bundle.generator
     with bundle.autocast():
         if hasattr(generator, "electra") and hasattr(generator, "generator_predictions"):

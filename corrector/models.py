@@ -35,6 +35,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL_DIR = PROJECT_ROOT / "data" / "model"
 MODEL_ENV_VAR = "CORRECTOR_MODEL"
 SCORER_FILE = "scorer.json"
+# What the generator sees at the positions it proposes characters for (see candidates.py):
+# "masked" — [MASK], as in pre-training; "source" — the character as written, the BERT-CSC way
+# (the fine-tuned generator then maps a sentence with errors to the corrected one).
+GENERATOR_INPUTS = ("masked", "source")
+GENERATOR_INPUT_KEY = "csc_generator_input"  # in generator/config.json, set by fine-tuning
 
 
 def default_model_path() -> str:
@@ -93,6 +98,13 @@ class ModelBundle:
     bf16: bool = False  # run the network passes under bf16 autocast (`autocast()`)
 
     @property
+    def generator_input(self) -> str:
+        """How the corrector feeds the generator: what scorer.json was calibrated with, else what
+        fine-tuning trained it for (generator config), else "masked" (a pre-trained generator)."""
+        mode = self.scorer_config.get("generator_input") or getattr(self.generator.config, GENERATOR_INPUT_KEY, None)
+        return check_generator_input(mode or "masked")
+
+    @property
     def max_length(self) -> int:
         """Longest input in characters, leaving room for [CLS] and [SEP]."""
         positions = min(
@@ -113,6 +125,12 @@ class ModelBundle:
         if logits.dim() == 3:  # token-classification head: class 1 = wrong character
             return logits.float().softmax(-1)[..., 1]
         return torch.sigmoid(logits.float())
+
+
+def check_generator_input(mode: str) -> str:
+    if mode not in GENERATOR_INPUTS:
+        raise ValueError(f"generator input {mode!r} is not one of {', '.join(GENERATOR_INPUTS)}")
+    return mode
 
 
 def load_discriminator(path: str, **kwargs) -> PreTrainedModel:

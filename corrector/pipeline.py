@@ -4,7 +4,8 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
 
 1. one discriminator pass: P(replaced) per character; editable CJK positions above
    `detection_threshold` are flagged;
-2. one generator pass with every flagged position of the batch masked: top-k candidates plus
+2. one generator pass over the batch as written ("source" input, a generator fine-tuned to
+   correct) or with every flagged position masked ("masked" input): top-k candidates plus
    confusion-set candidates (candidates.py), each with its gain under the model's character
    n-gram LM (ngram.py) when it has one, capped per position;
 3. features per candidate and a first ranking with the scorer (scoring.py), the recheck
@@ -36,11 +37,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, masked_log_probs, propose
+from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, generator_log_probs, propose
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
 from .error_pairs import pair_features
-from .models import ModelBundle, load_model
+from .models import ModelBundle, check_generator_input, load_model
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
@@ -58,7 +59,8 @@ class CorrectorConfig:
     overlap: int = 16  # shared characters between hard windows of unpunctuated text
     batch_size: int = 32
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
-    generator_groups: int = 1  # generator passes; flagged positions masked in index % K groups
+    generator_input: str | None = None  # "masked" / "source"; None: the model's (ModelBundle.generator_input)
+    generator_groups: int = 1  # "masked" input: generator passes, flagged positions masked in index % K groups
     recheck_top: int = 2  # candidates per position re-checked by the discriminator
     recheck_context: int = 16  # characters each side of the changes that the recheck re-reads
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
@@ -164,6 +166,7 @@ class Corrector:
             tok = self.bundle.tokenizer
             self.vocab_to_lm = self.bundle.ngram.ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
+        self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
 
     @property
@@ -259,7 +262,8 @@ class Corrector:
         offsets = [group[r].offsets[i] for r, i in zip(rows, index, strict=True)]
         site_texts = [texts[group[r].text_index] for r in rows]
         source_chars = [text[o] for text, o in zip(site_texts, offsets, strict=True)]
-        log_probs = masked_log_probs(bundle, batch, rows_t, index_t, groups=self.config.generator_groups)
+        log_probs = generator_log_probs(bundle, batch, rows_t, index_t, groups=self.config.generator_groups,
+                                        mask=self.generator_input == "masked")
         source_ids = batch.input_ids[rows_t.to(batch.input_ids.device), (index_t + 1).to(batch.input_ids.device)].cpu()
         lm_gains = None
         if bundle.ngram is not None:

@@ -94,7 +94,8 @@ def toy_pairs() -> list[tuple[str, str]]:
     ] * 8
 
 
-def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path: Path):
+@pytest.mark.parametrize("generator_input", ["source", "masked"])
+def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path: Path, generator_input: str):
     from corrector.finetune.train import FinetuneConfig, train
     from corrector.models import load_model
 
@@ -103,7 +104,7 @@ def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path:
     out = tmp_path / "ft"
     cfg = FinetuneConfig(train=[str(data)], dev_from=[str(data)], dev_share=0.1, init=str(tiny_model_dir),
                          output=str(out), batch_size=8, lr=3e-3, warmup_steps=5, max_steps=60,
-                         save_every=30, log_every=10, cpu=True)
+                         save_every=30, log_every=10, cpu=True, generator_input=generator_input)
     train(cfg)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["gen_loss"] < records[0]["gen_loss"] - 0.5
@@ -111,6 +112,7 @@ def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path:
     assert len((out / "dev.tsv").read_text(encoding="utf-8").splitlines()) == 4  # 10% of 40
     bundle = load_model(str(out))
     assert bundle.tokenizer.vocab_size > 100
+    assert bundle.generator_input == generator_input  # the corrector feeds it as it was trained
 
 
 def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):
@@ -130,6 +132,7 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     assert {"weights", "threshold", "detection_threshold", "calibration"} <= set(saved)
     assert saved["detection_threshold"] in (0.3, 0.5)
     assert saved["calibration"]["dev_sentences"] == 5
+    assert saved["generator_input"] == "masked"  # the tiny pre-trained pair's
     corrector = Corrector(load_model(str(model)))
     assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
     assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])

@@ -10,6 +10,7 @@ character and every offset right.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -420,16 +421,60 @@ def test_one_generator_pass_per_batch(wild):
 
 def test_generator_groups_keep_the_neighbours_of_each_masked_position(trained):
     """groups=K: a position's log-probs are those of a pass masking only its index % K group."""
-    from corrector.candidates import masked_log_probs
+    from corrector.candidates import generator_log_probs
     from corrector.detection import make_batch
 
     bundle = trained.bundle
     batch = make_batch([bundle.tokenizer.encode(WRONG).ids], bundle)
     rows, index = torch.zeros(4, dtype=torch.long), torch.tensor([3, 4, 5, 6])
-    grouped = masked_log_probs(bundle, batch, rows, index, groups=2)
+    grouped = generator_log_probs(bundle, batch, rows, index, groups=2)
     for group in (0, 1):
         members = (index % 2 == group).nonzero(as_tuple=True)[0]
-        alone = masked_log_probs(bundle, batch, rows[members], index[members])
+        alone = generator_log_probs(bundle, batch, rows[members], index[members])
         assert torch.allclose(grouped[members], alone, atol=1e-5)
-    all_masked = masked_log_probs(bundle, batch, rows, index)
+    all_masked = generator_log_probs(bundle, batch, rows, index)
     assert not torch.allclose(all_masked, grouped, atol=1e-3)  # neighbours visible: a different answer
+
+
+def test_source_input_reads_the_sentence_as_written(trained):
+    """mask=False: the log-probs of one unmasked pass, taken at the flagged positions only."""
+    from corrector.candidates import generator_log_probs
+    from corrector.detection import make_batch
+
+    bundle = trained.bundle
+    texts = [WRONG, RIGHT[:5]]
+    batch = make_batch([bundle.tokenizer.encode(t).ids for t in texts], bundle)
+    rows, index = torch.tensor([0, 0, 1]), torch.tensor([2, 5, 1])
+    got = generator_log_probs(bundle, batch, rows, index, groups=3, mask=False)
+    with torch.inference_mode():
+        full = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.log_softmax(-1)
+    assert torch.allclose(got, full[rows, index + 1], atol=1e-4)
+    assert not torch.allclose(got, generator_log_probs(bundle, batch, rows, index), atol=1e-3)
+
+
+def test_generator_input_comes_from_calibration_then_fine_tuning(trained, monkeypatch):
+    bundle = dataclasses.replace(trained.bundle, scorer_config={})
+    monkeypatch.delattr(bundle.generator.config, "csc_generator_input", raising=False)
+    assert bundle.generator_input == "masked"  # a pre-trained generator
+    monkeypatch.setattr(bundle.generator.config, "csc_generator_input", "source", raising=False)
+    assert bundle.generator_input == "source"  # what fine-tuning trained it for
+    assert dataclasses.replace(bundle, scorer_config={"generator_input": "masked"}).generator_input == "masked"
+    assert Corrector(bundle, config=CorrectorConfig(generator_input="masked")).generator_input == "masked"
+    with pytest.raises(ValueError, match="generator input 'sideways'"):
+        Corrector(bundle, config=CorrectorConfig(generator_input="sideways"))
+
+
+def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, confusion):
+    config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", generator_groups=3)
+    corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
+                          config=config)
+    seen = []
+    handle = corrector.bundle.generator.electra.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["input_ids"].clone()), with_kwargs=True)
+    try:
+        results = corrector.correct_batch([MIXED, WRONG, RIGHT], batch_size=32)
+    finally:
+        handle.remove()
+    assert sum(len(r.edits) for r in results) > 10
+    assert len(seen) == 1  # one pass, whatever generator_groups says ...
+    assert not (seen[0] == corrector.bundle.tokenizer.mask_token_id).any()  # ... over the text as written

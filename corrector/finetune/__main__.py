@@ -16,6 +16,7 @@ import argparse
 import random
 import sys
 
+from ..models import GENERATOR_INPUTS
 from ..training import add_config_arguments, config_from_args
 from .train import FinetuneConfig
 
@@ -27,7 +28,9 @@ HELP = {
     "dev_share": "share of each --dev-from file held out as dev",
     "max_length": "longest sequence incl. [CLS]/[SEP]; longer sentences are split into windows",
     "batch_size": "sentences per process per micro-step",
-    "extra_mask_prob": "share of correct positions also masked for the generator",
+    "generator_input": "what the generator reads: 'source' (the text as written; it predicts every character) "
+                       "or 'masked' (errors masked; it predicts those)",
+    "extra_mask_prob": "share of characters also masked for the generator",
     "disc_weight": "λ: weight of the detection loss",
     "seed": "random seed (dev split, data order, masking)",
 }
@@ -65,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
     cal.add_argument("--hidden", type=int, default=16,
                      help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
+    cal.add_argument("--generator-input", choices=GENERATOR_INPUTS, default=None,
+                     help="feed the generator this way (default: as fine-tuning trained it); recorded in scorer.json")
 
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         from .calibrate import calibrate
 
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
-                  **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
+                  generator_input=args.generator_input, **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -47,7 +47,9 @@ DEFAULT_INPUTS = tuple(f for f in FEATURES if f not in ("bias", "recheck_prob"))
 
 def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, detection_grid: Sequence[float] = DETECTION_GRID,
               fit_detection_threshold: float | None = None, l2: float = 1e-2, hidden: int = DEFAULT_HIDDEN,
-              inputs: Sequence[str] = DEFAULT_INPUTS, log=print) -> dict:
+              inputs: Sequence[str] = DEFAULT_INPUTS, generator_input: str | None = None, log=print) -> dict:
+    """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
+    model's); the mode the weights were fitted with is recorded in scorer.json."""
     from evaluate.sweep import calibrate as sweep_threshold
 
     bundle = load_model(str(model_dir))
@@ -61,9 +63,11 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         fit_detection_threshold = min(detection_grid)
     # Candidates come from the hand-set default scorer; the recheck pass only when the fit reads it.
     recheck = hidden == 0 or "recheck_prob" in inputs
-    corrector = Corrector(bundle, scorer={}, config=CorrectorConfig(recheck_top=2 if recheck else 0))
+    corrector = Corrector(bundle, scorer={}, config=CorrectorConfig(recheck_top=2 if recheck else 0,
+                                                                    generator_input=generator_input))
     candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
     labels = candidate_labels(candidates, sources, targets)
+    log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
     if any(labels) and not all(labels):
         config = Scorer.fit([c.features for c in candidates], labels, l2=l2, hidden=hidden,
@@ -74,7 +78,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     results = []
     for detection_threshold in detection_grid:
-        trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold)
+        trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold,
+                          config=CorrectorConfig(generator_input=generator_input))
         result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
         point = result.best
         f1 = point.value("sentence.correction.f1")
@@ -86,6 +91,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     f1, detection_threshold, point = max((r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE), key=lambda r: r[1])
     config["threshold"] = point.threshold
     config["detection_threshold"] = detection_threshold
+    config["generator_input"] = corrector.generator_input
     config["calibration"] = {
         "dev": str(dev),
         "dev_sentences": len(examples),

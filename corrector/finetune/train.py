@@ -1,15 +1,21 @@
 """Fine-tune a pre-trained ELECTRA pair for spelling correction.
 
-    discriminator(source)                       -> BCE against  source[i] != target[i]
-    generator(source with errors AND a random 15% of other positions masked)
-                                                -> cross-entropy against target at masked positions
+    discriminator(source)                          -> BCE against  source[i] != target[i]
+    generator, --generator-input source (default): the sentence as written, a random 15% of its
+        characters masked                          -> cross-entropy against target at EVERY character
+    generator, --generator-input masked: source with the errors AND a random 15% of other
+        characters masked                          -> cross-entropy against target at masked positions
     loss = generator CE + λ · discriminator BCE
 
-Decision (masked input vs. seeing the wrong character): the generator sees [MASK] at error
-positions, exactly what the corrector feeds it at flagged positions, so training and inference
-match; the wrong character's sound and shape enter through the scorer's confusion features
-instead. Masking a further 15% of correct positions keeps it predicting the ORIGINAL character
-where the detector raises a false alarm, which is what lets the scorer keep correct text.
+Decision (masked input vs. seeing the wrong character), measured on the calibration dev split
+(README "Model"): "source" is the BERT-CSC formulation (Hong et al. 2019, MacBERT4CSC): the
+generator reads the wrong character and all its neighbours and learns to copy correct text and
+rewrite errors, so at correction time one pass over the text as written scores every position in
+full context. "masked" matches pre-training: the corrector masks the flagged positions, which
+with a low detection threshold hides most of the sentence from the generator. The mode is
+written into the generator's config (`csc_generator_input`) so the corrector feeds the
+generator the way it was trained. The random 15% masks keep the generator using context rather
+than only copying (MacBERT's masking, without its similar-word replacement).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models import GENERATOR_INPUT_KEY, check_generator_input
 from ..tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
@@ -48,7 +55,8 @@ class FinetuneConfig(LoopConfig):
     lr: float = 3e-4
     warmup_steps: int = 200
     max_steps: int = 3000
-    extra_mask_prob: float = 0.15  # correct positions also masked for the generator
+    generator_input: str = "source"  # "source": predict every character of the text as written; "masked": see above
+    extra_mask_prob: float = 0.15  # characters also masked for the generator
     disc_weight: float = 20.0
     save_every: int = 200
 
@@ -71,19 +79,23 @@ class CorrectionModel(nn.Module):
         disc_loss = F.binary_cross_entropy_with_logits(disc_logits[active].float(), wrong[active].float())
 
         ordinary = active & ~torch.isin(source, torch.tensor(self.special_ids, device=source.device))
-        masked = wrong | (ordinary & (torch.rand(source.shape, device=source.device) < self.cfg.extra_mask_prob))
+        extra = ordinary & (torch.rand(source.shape, device=source.device) < self.cfg.extra_mask_prob)
+        if self.cfg.generator_input == "source":
+            masked, scored = extra, ordinary
+        else:
+            masked = scored = wrong | extra
         gen_input = source.masked_fill(masked, self.mask_token_id)
         hidden = self.generator.electra(input_ids=gen_input, attention_mask=attention_mask).last_hidden_state
-        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden[masked]))
-        gen_loss = F.cross_entropy(logits.float(), target[masked])
+        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden[scored]))
+        gen_loss = F.cross_entropy(logits.float(), target[scored])
         loss = gen_loss + self.cfg.disc_weight * disc_loss
 
         with torch.no_grad():
             predicted = disc_logits[active] > 0
             truth = wrong[active]
             true_positive = (predicted & truth).sum().item()
-            correct = logits.argmax(-1) == target[masked]
-            at_errors = wrong[masked]
+            correct = logits.argmax(-1) == target[scored]
+            at_errors = wrong[scored]
             stats = {
                 "gen_loss": gen_loss.item(),
                 "disc_loss": disc_loss.item(),
@@ -154,7 +166,9 @@ def train(cfg: FinetuneConfig) -> Path:
 
     accelerator, output = setup_run(cfg)
     log = accelerator.print
+    check_generator_input(cfg.generator_input)
     discriminator, generator, tokenizer_dir = load_pair(cfg.init)
+    setattr(generator.config, GENERATOR_INPUT_KEY, cfg.generator_input)  # saved with it: how to feed it
     set_attention((discriminator, generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     max_length = min(cfg.max_length, discriminator.config.max_position_embeddings)
