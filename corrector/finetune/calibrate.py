@@ -83,10 +83,13 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log("dev candidates are all gold or all wrong: keeping the default scorer weights")
         config = Scorer().to_config()
 
+    def make_trial(scorer_config: dict, detection_threshold: float) -> Corrector:
+        return Corrector(bundle, scorer=scorer_config, detection_threshold=detection_threshold,
+                         config=CorrectorConfig(generator_input=corrector.generator_input))
+
     results = []
     for detection_threshold in detection_grid:
-        trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold,
-                          config=CorrectorConfig(generator_input=generator_input))
+        trial = make_trial(config, detection_threshold)
         result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
         point = result.best
         f1 = point.value("sentence.correction.f1")
@@ -101,8 +104,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     config["generator_input"] = corrector.generator_input
     held_out_f1 = None
     if held_out:
-        held_out_f1 = held_out_estimate(bundle, examples, candidates, labels, fit_options, detection_threshold,
-                                        corrector.generator_input, batch_size)
+        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold),
+                                        examples, candidates, labels, fit_options, batch_size)
         log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
             f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
     config["calibration"] = {
@@ -121,27 +124,25 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     return config
 
 
-def held_out_estimate(bundle, examples, candidates, labels, fit_options: dict, detection_threshold: float,
-                      generator_input: str, batch_size: int) -> float | None:
+def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int) -> float | None:
     """Mean over both ways of: fit on one half of dev (alternate sentences), edit threshold swept
-    on it, sentence correction F1 on the other half at that threshold. None when a half's
-    candidates are all gold or all wrong."""
-    from evaluate.sweep import calibrate as sweep_threshold
+    on it, sentence correction F1 on the other half at that threshold. `make_trial(scorer
+    config)` builds the corrector to run. One pipeline run over dev per way: both halves are
+    swept from it. None when a half's candidates are all gold or all wrong."""
+    from evaluate.runner import run_system
+    from evaluate.sweep import best_point, sweep
 
     halves = [[i for i in range(len(examples)) if i % 2 == half] for half in (0, 1)]
     scores = []
     for fit_half, test_half in ((0, 1), (1, 0)):
-        chosen = set(halves[fit_half])
-        picked = [k for k, cand in enumerate(candidates) if cand.text_index in chosen]
+        picked = [k for k, cand in enumerate(candidates) if cand.text_index % 2 == fit_half]
         half_labels = [labels[k] for k in picked]
         if not any(half_labels) or all(half_labels):
             return None
-        config = Scorer.fit([candidates[k].features for k in picked], half_labels, **fit_options)
-        trial = Corrector(bundle, scorer=config, detection_threshold=detection_threshold,
-                          config=CorrectorConfig(generator_input=generator_input))
-        tuned = sweep_threshold(trial, {"fit": [examples[i] for i in halves[fit_half]]}, batch_size=batch_size,
-                                thresholds=EDIT_THRESHOLDS).best
-        scored = sweep_threshold(trial, {"held out": [examples[i] for i in halves[test_half]]}, batch_size=batch_size,
-                                 thresholds=[tuned.threshold]).best
-        scores.append(scored.value("sentence.correction.f1"))
+        trial = make_trial(Scorer.fit([candidates[k].features for k in picked], half_labels, **fit_options))
+        results, _ = run_system(trial, [e.source for e in examples], batch_size=batch_size, threshold=0.0)
+        fit, test = ([examples[i] for i in halves[h]] for h in (fit_half, test_half))
+        fit_results, test_results = ([results[i] for i in halves[h]] for h in (fit_half, test_half))
+        tuned = best_point(sweep(fit, fit_results, EDIT_THRESHOLDS)).threshold
+        scores.append(sweep(test, test_results, [tuned])[0].value("sentence.correction.f1"))
     return sum(scores) / len(scores)
