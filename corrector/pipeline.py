@@ -93,6 +93,33 @@ class _Item:
     editable: list[bool]
 
 
+def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0) -> np.ndarray:
+    """Per candidate: its n-gram gain minus the best gain among the other candidates at the same
+    position (`floor` when it is alone there).
+
+    Measured on dev (scorer network refitted on one half, scored on the other, mean of both
+    ways): correction F1 0.365 -> 0.379 with this feature. A gain alone says "better than the
+    original"; many true corrections have a modest gain but win their position clearly, while
+    many false alarms are one of several characters the LM likes about as well."""
+    if len(position) == 0:
+        return np.zeros(0)
+    size = int(position.max()) + 1
+    best = np.full(size, -np.inf)
+    np.maximum.at(best, position, gain)
+    is_best = gain >= best[position]
+    # The runner-up: the best gain with each position's (first) leader left out.
+    best_index = np.flatnonzero(is_best)
+    _, first = np.unique(position[best_index], return_index=True)
+    leader = np.full(size, -1)
+    leader[position[best_index[first]]] = best_index[first]
+    others = gain.astype(np.float64).copy()
+    others[leader[leader >= 0]] = -np.inf
+    second = np.full(size, -np.inf)
+    np.maximum.at(second, position, others)
+    other_best = np.where(np.arange(len(gain)) == leader[position], second[position], best[position])
+    return gain - np.maximum(other_best, floor)
+
+
 def quantized(bundle: ModelBundle) -> ModelBundle:
     """A copy of the bundle with int8 dynamic quantization of every Linear layer (CPU only).
 
@@ -396,6 +423,7 @@ class Corrector:
             "lm_gain_unrelated": np.where(relation != 0, 0.0, lm_gain),
             "pair_log_count": pair_log_count,
             "pair_log_rate": pair_log_rate,
+            "lm_margin": lm_margin(n, lm_gain),
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return torch.from_numpy(matrix.astype(np.float32))

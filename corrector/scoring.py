@@ -21,6 +21,9 @@ For a flagged position with original character `o` and candidate `c` the feature
     lm_gain_unrelated  lm_gain again when c is in no confusion relation with o, else 0: a gain
                     for an unconfusable character (a generator guess) is weaker evidence of a
                     typo, so it gets its own slope
+    lm_margin       lm_gain minus the best lm_gain of the other candidates at the position
+                    (-20 when there is none): is c the clear local winner, or one of several
+                    characters the n-gram LM likes about as well?
     pair_log_count  log(1 + times o was corrected to c in the model's training data)
     pair_log_rate   log((that count + 0.1) / (occurrences of o there + 1)); both 0 for a model
                     without an error-pair table (error_pairs.py)
@@ -71,6 +74,7 @@ FEATURES: tuple[str, ...] = (
     "lm_gain_unrelated",
     "pair_log_count",
     "pair_log_rate",
+    "lm_margin",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
 
@@ -95,6 +99,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "lm_gain_unrelated": -0.25,
     "pair_log_count": 0.0,  # only meaningful once fitted with the model's own table
     "pair_log_rate": 0.0,
+    "lm_margin": 0.0,  # only meaningful once fitted
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined

@@ -24,7 +24,7 @@ from conftest import build_tiny_model
 from corrector import Corrector, Edit, Result, load_model
 from corrector.classic import ClassicCorrector
 from corrector.confusion import ConfusionSet
-from corrector.pipeline import CorrectorConfig, ScoredCandidate
+from corrector.pipeline import CorrectorConfig, ScoredCandidate, lm_margin
 from corrector.protection import proper_noun_offsets, whitelisted_offsets
 from corrector.scoring import FEATURES, Scorer
 from corrector.tokenization import is_cjk
@@ -232,12 +232,43 @@ def test_score_candidates_and_fit(trained):
     assert all(best[key] == target for key, target in gold.items())
     assert any(c.rechecked for c in scored)
 
+    # lm_margin: each candidate's n-gram gain against the best other one at its position.
+    from corrector.ngram import NgramLM
+
+    lm = NgramLM.count([RIGHT, "他的作业做得很认真。", "我们应该让座。"] * 3, order=3, min_char_count=1, min_count=1)
+    with_lm = Corrector(dataclasses.replace(trained.bundle, ngram=lm), scorer={}, confusion=trained.confusion)
+    with_gains = with_lm.score_candidates(texts, detection_threshold=0.01)
+    assert len({c.features["lm_gain"] for c in with_gains}) > 2
+    by_position: dict[tuple[int, int], list[float]] = {}
+    for c in with_gains:
+        by_position.setdefault((c.text_index, c.position), []).append(c.features["lm_gain"])
+    for c in with_gains:
+        others = list(by_position[(c.text_index, c.position)])
+        others.remove(c.features["lm_gain"])
+        expected = c.features["lm_gain"] - max(others + [-20.0])
+        assert c.features["lm_margin"] == pytest.approx(expected, abs=1e-5)
+
     config = Scorer.fit([c.features for c in scored], labels, base=trained.scorer.to_config())
     assert set(config["weights"]) == set(FEATURES)
     assert config["threshold"] == trained.scorer.threshold
     json.dumps(config)  # scorer.json material
     refit = Corrector(trained.bundle, scorer=config, confusion=trained.confusion)
     assert refit.correct(WRONG).target == RIGHT
+
+
+def test_lm_margin_compares_each_candidate_with_the_best_other_one_at_its_position():
+    import numpy as np
+
+    position = np.array([0, 0, 0, 1, 2, 2, 3, 3])
+    gain = np.array([3.0, 1.0, -2.0, 5.0, 2.0, 2.0, -25.0, -30.0])
+    margin = lm_margin(position, gain)
+    # The leader leads by its gap to the runner-up; the others trail the leader; a lone
+    # candidate is measured against the floor (-20); a tie is a margin of 0 for both.
+    assert margin.tolist() == [2.0, -2.0, -5.0, 25.0, 0.0, 0.0, -5.0, -10.0]
+    assert lm_margin(np.zeros(0, dtype=int), np.zeros(0)).shape == (0,)
+    # In the pipeline it is computed per flagged position from the candidates' lm_gain.
+    shuffled = np.array([2, 0, 1, 0, 2, 0])
+    assert lm_margin(shuffled, np.array([1.0, 4.0, 0.5, 6.0, -1.0, 5.0])).tolist() == [2.0, -2.0, 20.5, 1.0, -2.0, -1.0]
 
 
 def test_fit_recovers_a_known_rule():
