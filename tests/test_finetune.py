@@ -134,6 +134,10 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     assert saved["calibration"]["dev_sentences"] == 5
     assert saved["generator_input"] == "masked"  # the tiny pre-trained pair's
     assert 0.0 <= saved["calibration"]["held_out_f1"] <= 1.0  # the held-out path ran
+    breakdown = saved["calibration"]["error_breakdown"]
+    wrong = sum(a != b for source, target in toy_pairs()[:5] for a, b in zip(source, target, strict=True))
+    assert breakdown["errors"] == wrong
+    assert sum(breakdown[k] for k in ("corrected", "below_threshold", "outranked", "no_candidate")) == wrong
     corrector = Corrector(load_model(str(model)))
     assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
     assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])
@@ -164,3 +168,31 @@ def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_pa
     mask = torch.ones_like(ids)
     assert next(shipped.discriminator.parameters()).dtype == torch.float32
     assert torch.allclose(shipped.replaced_probability(ids, mask), original.replaced_probability(ids, mask), atol=1e-3)
+
+
+def test_error_breakdown_sorts_every_dev_error_into_one_stage():
+    from corrector.finetune.calibrate import error_breakdown
+    from corrector.pipeline import ScoredCandidate
+    from corrector.scoring import FEATURES, Scorer
+
+    scorer = Scorer(weights={"lm_gain": 1.0}, threshold=0.5)  # confidence = sigmoid(lm_gain)
+
+    def cand(text, position, source, target, gain, detect=0.9):
+        features = dict.fromkeys(FEATURES, 0.0) | {"lm_gain": gain, "detect_prob": detect}
+        return ScoredCandidate(text, position, source, target, features, 0.0, False, False)
+
+    sources, targets = ["因该让坐了吗", "他很好"], ["应该让座了吗", "他很好"]
+    candidates = [
+        cand(0, 0, "因", "应", 3.0), cand(0, 0, "因", "音", 1.0),  # corrected
+        cand(0, 3, "坐", "座", -1.0),  # gold ranked first, under the threshold
+        cand(1, 1, "很", "狠", 2.0),  # a false alarm at a correct character
+        cand(1, 2, "好", "号", 4.0, detect=0.01),  # not examined at detection threshold 0.05
+    ]
+    counts = error_breakdown(candidates, sources, targets, scorer, detection_threshold=0.05)
+    assert counts == {"errors": 2, "corrected": 1, "below_threshold": 1, "outranked": 0, "no_candidate": 0,
+                      "false_alarms": 1}
+    candidates[2] = cand(0, 3, "坐", "做", 2.0)  # now only a wrong character is proposed there
+    counts = error_breakdown(candidates + [cand(0, 3, "坐", "座", 1.0)], sources, targets, scorer, 0.05)
+    assert counts["outranked"] == 1 and counts["below_threshold"] == 0
+    counts = error_breakdown(candidates, sources, targets, scorer, 0.05)
+    assert counts["no_candidate"] == 1

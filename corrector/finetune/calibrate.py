@@ -15,7 +15,11 @@
    threshold picked on that half and F1 measured on the other; the mean of both ways is
    recorded as `held_out_f1` — a less flattering figure to compare models by (the shipped
    model: 0.378 in-sample, 0.351 held out), though on ~525 sentences a half it is still noisy.
-4. Write `scorer.json` into the model directory (weights, thresholds, and how they were found).
+4. Where recall goes (`error_breakdown`): every dev error position sorted into corrected / gold
+   ranked first but under the edit threshold / outranked by another candidate / gold not among
+   the candidates (or the position not examined), and the false alarms at correct characters.
+   It says which stage to improve: the candidates, the ranking or the confidence.
+5. Write `scorer.json` into the model directory (weights, thresholds, and how they were found).
 """
 
 from __future__ import annotations
@@ -44,6 +48,43 @@ def candidate_labels(candidates, sources: Sequence[str], targets: Sequence[str])
         gold = targets[cand.text_index][cand.position]
         labels.append(int(sources[cand.text_index][cand.position] != gold and cand.target == gold))
     return labels
+
+
+def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], scorer: Scorer,
+                    detection_threshold: float) -> dict[str, int]:
+    """Per position, before the max-edits guard: what the scorer does with each dev error.
+
+    `candidates` are `Corrector.score_candidates` output for (sources, targets); positions whose
+    `detect_prob` is not above `detection_threshold` count as not examined. Keys: `errors`,
+    `corrected`, `below_threshold` (the gold character ranked first, confidence under the
+    threshold), `outranked` (another candidate ranked first), `no_candidate` (the gold character
+    not proposed, or the position not examined), and `false_alarms` (edits at correct characters)."""
+    import torch
+
+    examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
+    confidence = (scorer.confidence(torch.tensor([[c.features[f] for f in FEATURES] for c in examined]))
+                  .tolist() if examined else [])
+    best: dict[tuple[int, int], tuple[float, str]] = {}
+    for cand, conf in zip(examined, confidence, strict=True):
+        key = (cand.text_index, cand.position)
+        if key not in best or conf > best[key][0]:
+            best[key] = (conf, cand.target)
+    proposed = {(c.text_index, c.position, c.target) for c in examined}
+    counts = dict.fromkeys(("errors", "corrected", "below_threshold", "outranked", "no_candidate", "false_alarms"), 0)
+    for t, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        for i, (written, gold) in enumerate(zip(source, target, strict=True)):
+            top = best.get((t, i))
+            if written == gold:
+                counts["false_alarms"] += top is not None and top[0] >= scorer.threshold
+                continue
+            counts["errors"] += 1
+            if (t, i, gold) not in proposed:
+                counts["no_candidate"] += 1
+            elif top[1] != gold:
+                counts["outranked"] += 1
+            else:
+                counts["corrected" if top[0] >= scorer.threshold else "below_threshold"] += 1
+    return counts
 
 
 SPEED_TOLERANCE = 0.005  # dev F1 given up for a higher (faster) detection threshold
@@ -102,6 +143,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     config["threshold"] = point.threshold
     config["detection_threshold"] = detection_threshold
     config["generator_input"] = corrector.generator_input
+    breakdown = error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
+    log("dev errors: " + ", ".join(f"{name} {count}" for name, count in breakdown.items()))
     held_out_f1 = None
     if held_out:
         held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold),
@@ -117,6 +160,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         "dev_precision": round(point.value("sentence.correction.precision"), 4),
         "dev_recall": round(point.value("sentence.correction.recall"), 4),
         "held_out_f1": None if held_out_f1 is None else round(held_out_f1, 4),
+        "error_breakdown": breakdown,
     }
     path = Path(model_dir) / SCORER_FILE
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
