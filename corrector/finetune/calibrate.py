@@ -14,7 +14,8 @@
    `held_out=True` the fit is also done on each half of dev (alternate sentences), the edit
    threshold picked on that half and F1 measured on the other; the mean of both ways is
    recorded as `held_out_f1` — a less flattering figure to compare models by (the shipped
-   model: 0.378 in-sample, 0.351 held out), though on ~525 sentences a half it is still noisy.
+   model's session-5 scorer: 0.378 in-sample, 0.351 held out; with `lm_margin`: 0.382 / 0.379),
+   though on ~525 sentences a half it is still noisy.
 4. Where recall goes (`error_breakdown`): every dev error position sorted into corrected / gold
    ranked first but under the edit threshold / outranked by another candidate / gold not among
    the candidates (or the position not examined), and the false alarms at correct characters.
