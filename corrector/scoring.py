@@ -218,7 +218,7 @@ class Scorer:
         `hidden` > 0 fits the network form instead, over `inputs` (default: every feature but
         the bias), with weight decay `l2` / 100 (its weights are many and small).
         """
-        x = _as_matrix(features)
+        x = feature_matrix(features)
         y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)
         if x.shape[0] != y.shape[0] or x.shape[0] == 0:
             raise ValueError(f"need as many labels as feature rows, got {x.shape[0]} rows and {y.shape[0]} labels")
@@ -293,7 +293,9 @@ def _fit_mlp(x: torch.Tensor, y: torch.Tensor, inputs: list[str], hidden: int, w
             "w2": rounded(w2), "b2": round(float(b2.detach()), 6)}
 
 
-def _as_matrix(features) -> torch.Tensor:
+def feature_matrix(features) -> torch.Tensor:
+    """An (N, len(FEATURES)) float64 matrix from a tensor/array in FEATURES order or from
+    {name: value} dicts (`ScoredCandidate.features`); missing names are 0."""
     if isinstance(features, torch.Tensor):
         x = features.double()
     elif len(features) and isinstance(features[0], Mapping):

@@ -32,7 +32,7 @@ from pathlib import Path
 from ..datasets import read_dataset
 from ..models import SCORER_FILE, load_model
 from ..pipeline import Corrector, CorrectorConfig
-from ..scoring import FEATURES, Scorer
+from ..scoring import FEATURES, Scorer, feature_matrix
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
 # used as a feature than as a gate (measured on dev, see the model card).
@@ -59,12 +59,11 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     `detect_prob` is not above `detection_threshold` count as not examined. Keys: `errors`,
     `corrected`, `below_threshold` (the gold character ranked first, confidence under the
     threshold), `outranked` (another candidate ranked first), `no_candidate` (the gold character
-    not proposed, or the position not examined), and `false_alarms` (edits at correct characters)."""
-    import torch
-
+    not proposed, or the position not examined), and `false_alarms` (edits at correct characters).
+    For a scorer that reads `recheck_prob` this is approximate: the candidates' recheck values
+    are those of the pass that produced them, not of a recheck under `scorer`."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
-    confidence = (scorer.confidence(torch.tensor([[c.features[f] for f in FEATURES] for c in examined]))
-                  .tolist() if examined else [])
+    confidence = scorer.confidence(feature_matrix([c.features for c in examined])).tolist() if examined else []
     best: dict[tuple[int, int], tuple[float, str]] = {}
     for cand, conf in zip(examined, confidence, strict=True):
         key = (cand.text_index, cand.position)
