@@ -21,6 +21,13 @@ Edits are applied by offset to the original string, so everything that is not a 
 character — ASCII, digits, URLs, emoji, punctuation, full-width forms, spaces, newlines — is
 returned byte-for-byte.
 
+Batches run in parallel on a small pool of worker threads (`CorrectorConfig.workers`), each
+with its own share of torch's intra-op threads. On 2 CPU cores two batches with one thread each
+beat one batch with two threads: a sentence-length forward pass parallelises poorly, and the
+candidate and scoring stages (numpy, Python) run on one core anyway. Measured on SIGHAN-15 with
+the shipped model: 114 -> 141 sentences/s at batch 32, and single sentences are faster on one
+thread too (p50 19.6 vs 21.4 ms).
+
 A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
 confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
 many threads at once.
@@ -30,7 +37,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
+import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +76,9 @@ class CorrectorConfig:
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
     veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
+    # Batches run in parallel on this many threads (None: 2 on CPU when torch has >= 2 threads,
+    # else 1; 1 runs them in the calling thread with torch's own thread settings).
+    workers: int | None = None
 
 
 @dataclass
@@ -118,6 +131,41 @@ def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0) -> n
     np.maximum.at(second, position, others)
     other_best = np.where(np.arange(len(gain)) == leader[position], second[position], best[position])
     return gain - np.maximum(other_best, floor)
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def batch_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
+    """The process-wide pool of `workers` batch threads, each running torch with
+    `threads_per_worker` intra-op threads. Shared by every Corrector of the process, so two
+    correctors (or two service requests) do not oversubscribe the cores."""
+    key = (workers, threads_per_worker)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = _start_pool(workers, threads_per_worker)
+        return _POOLS[key]
+
+
+def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
+    def limit_threads() -> None:
+        # torch initialises a thread's intra-op thread count lazily from the process default on
+        # its first parallel op; do that first, or it would later undo the setting below.
+        torch.get_num_threads()
+        torch.set_num_threads(threads_per_worker)
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="corrector-batch", initializer=limit_threads)
+    previous = torch.get_num_threads()
+    # Start every worker now (each blocks until all have started) ...
+    started = threading.Barrier(workers + 1)
+    waits = [pool.submit(started.wait) for _ in range(workers)]
+    started.wait()
+    for wait in waits:
+        wait.result()
+    # ... then restore the process default that set_num_threads changed with the workers' own.
+    torch.set_num_threads(previous)
+    return pool
 
 
 def quantized(bundle: ModelBundle) -> ModelBundle:
@@ -195,6 +243,13 @@ class Corrector:
         self.words = WordFrequency()
         self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
+        workers = self.config.workers
+        if workers is None:
+            workers = 2 if self.bundle.device.type == "cpu" and torch.get_num_threads() >= 2 else 1
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+        self._pool = batch_pool(workers, max(1, torch.get_num_threads() // workers)) if workers > 1 else None
 
     @property
     def threshold(self) -> float:
@@ -271,9 +326,23 @@ class Corrector:
         det_threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
         items = self._items(texts)
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
-        for first in range(0, len(items), batch_size):
-            group = items[first:first + batch_size]
-            yield from self._run_batch(texts, group, threshold, det_threshold, calibrate)
+        if self._pool is None:
+            for first in range(0, len(items), batch_size):
+                yield from self._run_batch(texts, items[first:first + batch_size], threshold, det_threshold, calibrate)
+            return
+        # A few texts are split so that every worker gets a share (8 texts: 2 batches of 4).
+        batch_size = min(batch_size, math.ceil(len(items) / self.workers))
+        jobs = [
+            self._pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)),
+                              items[first:first + batch_size])
+            for first in range(0, len(items), batch_size)
+        ]
+        try:
+            for job in jobs:
+                yield from job.result()
+        finally:
+            for job in jobs:  # an error (or a caller that stops early): drop what has not started
+                job.cancel()
 
     def _run_batch(self, texts, group: list[_Item], threshold: float, det_threshold: float, calibrate: bool):
         bundle, tok = self.bundle, self.bundle.tokenizer

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import random
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from conftest import build_tiny_model
 from corrector import Corrector, Edit, Result, load_model
 from corrector.classic import ClassicCorrector
 from corrector.confusion import ConfusionSet
-from corrector.pipeline import CorrectorConfig, ScoredCandidate, lm_margin
+from corrector.pipeline import CorrectorConfig, ScoredCandidate, batch_pool, lm_margin
 from corrector.protection import proper_noun_offsets, whitelisted_offsets
 from corrector.scoring import FEATURES, Scorer
 from corrector.tokenization import is_cjk
@@ -383,6 +384,42 @@ def test_batch_equals_single(wild, trained):
             assert [[(e.position, e.target) for e in r.edits] for r in batched] == [
                 [(e.position, e.target) for e in r.edits] for r in singles
             ]
+
+
+def test_parallel_batches_give_what_the_calling_thread_gives(trained, wild):
+    texts = [MIXED, NASTY, WRONG, "", RIGHT, "少先队员因该为老人让坐。" * 5, "北京"] * 2
+    for inline in (trained, wild):
+        parallel = Corrector(inline.bundle, confusion=inline.confusion, scorer=inline.scorer,
+                             config=dataclasses.replace(inline.config, workers=2))
+        assert (inline.workers, parallel.workers) == (1, 2)  # the tests run torch on one thread
+        for batch_size in (1, 3, 32):
+            assert [r.to_dict() for r in parallel.correct_batch(texts, batch_size=batch_size)] == [
+                r.to_dict() for r in inline.correct_batch(texts, batch_size=batch_size)]
+        key = lambda c: (c.text_index, c.position, c.target, c.confidence)  # noqa: E731
+        # Same batches (the split changes padding, which moves confidences by ~1e-8): same candidates.
+        assert [key(c) for c in parallel.score_candidates(texts, batch_size=3)] == [
+            key(c) for c in inline.score_candidates(texts, batch_size=3)]
+    with pytest.raises(TypeError):  # bad input fails the call, as in the calling thread
+        parallel.correct_batch(["好", None])
+    with pytest.raises(ValueError, match="workers"):
+        Corrector(trained.bundle, confusion=trained.confusion, config=CorrectorConfig(workers=0))
+
+
+def test_batch_pool_threads_have_their_own_torch_thread_count():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        pool = batch_pool(3, 1)  # a pool no other test uses: started here, with the default at 2
+        assert set(pool.map(lambda _: torch.get_num_threads(), range(12))) == {1}
+        assert torch.get_num_threads() == 2  # the caller's setting ...
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        assert seen == [2]  # ... and the default of threads started later are untouched
+        assert batch_pool(3, 1) is pool  # one pool per shape, shared by every Corrector
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_bf16_networks_give_the_same_corrections(trained):
