@@ -41,7 +41,7 @@ from corrector.classic import ClassicCorrector  # noqa: E402
 from corrector.confusion import ConfusionSet  # noqa: E402
 from corrector.detection import detect, make_batch  # noqa: E402
 from corrector.models import default_model_path, load_model  # noqa: E402
-from corrector.pipeline import Corrector  # noqa: E402
+from corrector.pipeline import Corrector, CorrectorConfig  # noqa: E402
 from corrector.tokenization import is_cjk  # noqa: E402
 
 
@@ -58,6 +58,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quantize", action="store_true", help="also time the corrector with int8 dynamic quantization")
     parser.add_argument("--bf16", action="store_true", help="also time the corrector with bf16 autocast networks")
+    parser.add_argument("--one-worker", action="store_true",
+                        help="also time the corrector with its batches in the calling thread (workers=1, all torch threads)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="edit threshold (default: the model's; 0 for the random model: every flagged position "
                              "is scored and rechecked, an upper bound on the work)")
@@ -229,6 +231,7 @@ def main() -> int:
     systems = ["corrector"]
     variants = [("corrector-int8", {"quantize": True})] if args.quantize else []
     variants += [("corrector-bf16", {"bf16": True})] if args.bf16 else []
+    variants += [("corrector-1worker", {"config": CorrectorConfig(workers=1)})] if args.one_worker else []
     for system, options in variants:
         fast = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion,
                          **options)
@@ -252,11 +255,11 @@ def main() -> int:
     print(f"model: {report['model']}   sentences: {len(texts)} (mean {report['mean_chars']:.1f} chars)   "
           f"torch threads: {report['torch_threads']}   load avg: {report['load_average_before'][0]:.1f}")
     nan = float("nan")
-    print(f"{'system':<15} {'batch':>5} {'sentences':>9} {'sent/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
+    print(f"{'system':<17} {'batch':>5} {'sentences':>9} {'sent/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
           f"{'sent/cpu-s':>10} {'p50 cpu-ms':>10} {'edits':>6} {'disc passes':>11} {'disc tokens':>11} {'gen passes':>10}")
     for system in systems:
         for name, row in report[system].items():
-            print(f"{system:<15} {name.split('_')[1]:>5} {row['sentences']:>9} {row['sentences_per_s']:>8.1f} "
+            print(f"{system:<17} {name.split('_')[1]:>5} {row['sentences']:>9} {row['sentences_per_s']:>8.1f} "
                   f"{row.get('p50_ms', nan):>7.1f} {row.get('p90_ms', nan):>7.1f} "
                   f"{row['sentences_per_cpu_s']:>10.1f} {row.get('p50_cpu_ms', nan):>10.1f} {row['edits']:>6}"
                   f" {row['discriminator_passes_per_sentence']:>11.2f} {row['discriminator_tokens_per_sentence']:>11.1f}"
