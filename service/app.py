@@ -41,7 +41,13 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
 
     if settings.threads > 0:
         torch.set_num_threads(settings.threads)
-    return Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16)
+    corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16)
+    # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
+    # other thread, above all the inference thread where a lone sentence runs, gets one: two
+    # OpenMP threads there spin against the event loop and the clients on the same cores
+    # (measured: 1 client p50 30 vs 18 ms, 8 unbatched clients 31 vs 57 req/s).
+    torch.set_num_threads(1)
+    return corrector
 
 
 def corrector_name(obj: object) -> str | None:

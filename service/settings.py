@@ -26,11 +26,10 @@ class Settings(BaseSettings):
     # None defers to the library default ($CORRECTOR_MODEL, else data/model).
     model: str | None = None
     device: str = "cpu"
-    # torch threads per worker process; 0 keeps torch's default (one per core). The corrector
-    # splits them into parallel batch threads (2 cores: two batches at once, one torch thread
-    # each, so no OpenMP team spins waiting for a core another process holds). Measured on 2
-    # cores, shipped model: 8 clients 149 vs 128 req/s, 32 clients 243 vs 198 req/s against the
-    # former default of 1 thread.
+    # torch threads per worker process; 0 keeps torch's default (one per core). The corrector's
+    # batch workers take them (2 cores: two batches at once, one torch thread each, so no OpenMP
+    # team spins waiting for a core that another busy thread holds); every other thread, the
+    # inference thread included, runs torch on one (see docs/service.md, "Threads").
     threads: int = Field(0, ge=0)
     # int8 dynamic quantization of the networks (CPU): same F1 on SIGHAN-15/ECSpell-odw, ~20-25%
     # lower latency, but a text's result may depend on the other texts of its micro-batch.

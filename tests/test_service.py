@@ -450,6 +450,23 @@ def tiny_client(tiny_model_dir):
         torch.set_num_threads(threads)
 
 
+def test_threads_go_to_the_corrector_batch_workers(tiny_model_dir):
+    import torch
+
+    from service.app import load_corrector
+
+    threads = torch.get_num_threads()
+    try:
+        corrector = load_corrector(Settings(model=str(tiny_model_dir), threads=2))
+        # Two single-threaded batch workers; the loading thread (and the inference thread the
+        # batcher starts later) runs torch on one thread.
+        assert corrector.workers == 2
+        assert torch.get_num_threads() == 1
+        assert corrector.correct_batch(["今天天气很好。", "北京是中国的首都。"] * 3)[0].source == "今天天气很好。"
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_quantize_setting_reaches_the_corrector(tiny_model_dir):
     import torch
 
