@@ -38,6 +38,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -137,6 +138,17 @@ def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0) -> n
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_after_fork() -> None:
+    # A forked child has none of its parent's threads: a pool inherited from the parent would take
+    # work and never run it. The child starts its own on first use.
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 
 def batch_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
@@ -251,7 +263,9 @@ class Corrector:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
-        self._pool = batch_pool(workers, max(1, torch.get_num_threads() // workers)) if workers > 1 else None
+        self._threads_per_worker = max(1, torch.get_num_threads() // workers)
+        if workers > 1:
+            batch_pool(workers, self._threads_per_worker)  # started now, not during the first call
 
     @property
     def threshold(self) -> float:
@@ -328,15 +342,16 @@ class Corrector:
         det_threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
         items = self._items(texts)
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
-        if self._pool is not None:  # a few texts are split so that every worker gets a share (8: 2 x 4)
+        if self.workers > 1:  # a few texts are split so that every worker gets a share (8: 2 x 4)
             batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
-        if self._pool is None or len(items) <= batch_size:
+        if self.workers == 1 or len(items) <= batch_size:
             for first in range(0, len(items), batch_size):
                 yield from self._run_batch(texts, items[first:first + batch_size], threshold, det_threshold, calibrate)
             return
+        pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
         jobs = [
-            self._pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)),
-                              items[first:first + batch_size])
+            pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)),
+                        items[first:first + batch_size])
             for first in range(0, len(items), batch_size)
         ]
         try:

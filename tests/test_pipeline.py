@@ -405,6 +405,27 @@ def test_parallel_batches_give_what_the_calling_thread_gives(trained, wild):
         Corrector(trained.bundle, confusion=trained.confusion, config=CorrectorConfig(workers=0))
 
 
+def test_parallel_corrector_works_in_a_forked_child(trained):
+    """A child forked after the pool started (multiprocessing, gunicorn --preload) has none of
+    the parent's pool threads; it must start its own instead of waiting on them forever."""
+    import multiprocessing
+
+    parallel = Corrector(trained.bundle, confusion=trained.confusion, config=CorrectorConfig(workers=2))
+    texts = [WRONG, RIGHT, MIXED, "少先队员因该为老人让坐。"] * 2
+    expected = [r.target for r in parallel.correct_batch(texts)]  # the parent's pool is running
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=lambda: queue.put([r.target for r in parallel.correct_batch(texts)]))
+    child.start()
+    try:
+        assert queue.get(timeout=120) == expected
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+
+
 def test_batch_pool_threads_have_their_own_torch_thread_count():
     before = torch.get_num_threads()
     torch.set_num_threads(2)
