@@ -25,8 +25,9 @@ Batches run in parallel on a small pool of worker threads (`CorrectorConfig.work
 with its own share of torch's intra-op threads. On 2 CPU cores two batches with one thread each
 beat one batch with two threads: a sentence-length forward pass parallelises poorly, and the
 candidate and scoring stages (numpy, Python) run on one core anyway. Measured on SIGHAN-15 with
-the shipped model: 114 -> 139 sentences/s at batch 32. A call that makes one batch (a single
-sentence) runs in the calling thread instead, where both intra-op threads speed up its one pass.
+the shipped model at batch 32: 1.1-1.4x the sentences/s (fp32, bf16, int8; README, Benchmarks).
+A call that makes one batch (a single sentence) runs in the calling thread instead, where both
+intra-op threads speed up its one pass.
 
 A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
 confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
