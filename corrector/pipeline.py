@@ -78,10 +78,10 @@ class CorrectorConfig:
     max_edits_per_sentence: int = DEFAULT_MAX_EDITS
     veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
-    # Batches run in parallel on this many threads (None: 2 on CPU when torch has >= 2 threads,
-    # else 1; 1 runs them in the calling thread with torch's own thread settings).
-    # A call that makes one batch (a single sentence) runs in the calling thread with that
-    # thread's torch settings: on 2 quiet cores its one pass is faster on both (p50 18 vs 23 ms).
+    # Batches run in parallel on this many threads, torch's threads shared among them (None: 2 on
+    # CPU when torch has >= 2 threads, else 1 = every batch in the calling thread). A call that
+    # makes one batch (a single sentence) runs in the calling thread either way: on 2 quiet cores
+    # its one pass is faster on both threads (p50 18 vs 23 ms in one run).
     workers: int | None = None
 
 
