@@ -21,7 +21,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", help="model directory or hub id (default $CORRECTOR_MODEL or data/model)")
     p.add_argument("--device", help="torch device (default cpu)")
     p.add_argument("--workers", type=int, help="worker processes, each with its own model (default 1)")
-    p.add_argument("--threads", type=int, help="torch threads per worker (default 0 = one per core, run as parallel batches)")
+    p.add_argument("--threads", type=int, help="torch threads per worker (default 0: the cores divided among the workers, run as parallel batches)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                    help="int8 dynamic quantization on CPU: ~20-25%% lower latency, same F1, but results may "
                         "depend on micro-batch company (default off)")

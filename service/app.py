@@ -39,8 +39,8 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
 
     from corrector.pipeline import Corrector  # imported here: tests with a fake never pay for it
 
-    if settings.threads > 0:
-        torch.set_num_threads(settings.threads)
+    # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
+    torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16)
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two

@@ -26,7 +26,8 @@ class Settings(BaseSettings):
     # None defers to the library default ($CORRECTOR_MODEL, else data/model).
     model: str | None = None
     device: str = "cpu"
-    # torch threads per worker process; 0 keeps torch's default (one per core). The corrector's
+    # torch threads per worker process; 0: torch's default (one per core) divided among the
+    # `workers` processes. The corrector's
     # batch workers take them (2 cores: two batches at once, one torch thread each, so no OpenMP
     # team spins waiting for a core that another busy thread holds); every other thread, the
     # inference thread included, runs torch on one (see docs/service.md, "Threads").

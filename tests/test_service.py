@@ -463,6 +463,9 @@ def test_threads_go_to_the_corrector_batch_workers(tiny_model_dir):
         assert corrector.workers == 2
         assert torch.get_num_threads() == 1
         assert corrector.correct_batch(["今天天气很好。", "北京是中国的首都。"] * 3)[0].source == "今天天气很好。"
+        # --workers 2 with the default --threads 0 on two cores: one thread per process, no pool.
+        torch.set_num_threads(2)
+        assert load_corrector(Settings(model=str(tiny_model_dir), workers=2)).workers == 1
     finally:
         torch.set_num_threads(threads)
 
