@@ -345,16 +345,14 @@ class Corrector:
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
         if self.workers > 1:  # a few texts are split so that every worker gets a share (8: 2 x 4)
             batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
-        if self.workers == 1 or len(items) <= batch_size:
-            for first in range(0, len(items), batch_size):
-                yield from self._run_batch(texts, items[first:first + batch_size], threshold, det_threshold, calibrate)
+        groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
+        if self.workers == 1 or len(groups) <= 1:
+            for group in groups:
+                yield from self._run_batch(texts, group, threshold, det_threshold, calibrate)
             return
         pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-        jobs = [
-            pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)),
-                        items[first:first + batch_size])
-            for first in range(0, len(items), batch_size)
-        ]
+        jobs = [pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)), group)
+                for group in groups]
         try:
             for job in jobs:
                 yield from job.result()

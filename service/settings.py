@@ -27,10 +27,10 @@ class Settings(BaseSettings):
     model: str | None = None
     device: str = "cpu"
     # torch threads per worker process; 0: torch's default (one per core) divided among the
-    # `workers` processes. The corrector's
-    # batch workers take them (2 cores: two batches at once, one torch thread each, so no OpenMP
-    # team spins waiting for a core that another busy thread holds); every other thread, the
-    # inference thread included, runs torch on one (see docs/service.md, "Threads").
+    # `workers` processes. The corrector's batch workers take them (2 cores: two batches at once,
+    # one torch thread each, so no OpenMP team spins waiting for a core that another busy thread
+    # holds); every other thread, the inference thread included, runs torch on one (see
+    # docs/service.md, "Threads").
     threads: int = Field(0, ge=0)
     # int8 dynamic quantization of the networks (CPU): same F1 on SIGHAN-15/ECSpell-odw, ~20-25%
     # lower latency, but a text's result may depend on the other texts of its micro-batch.
