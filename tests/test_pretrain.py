@@ -191,6 +191,26 @@ def test_corpus_cache_counts_bad_lines_and_is_reused(tmp_path: Path):
     assert "token cache:" in messages[-1]
 
 
+def test_token_arrays_train_without_the_raw_text(toy_corpus: Path, tmp_path: Path):
+    """A cache array carried to another machine (a GPU box gets tokens, not text) is a corpus."""
+    first = tmp_path / "first"
+    train(tiny_config(toy_corpus, first, max_steps=2, save_every=100))
+    array = next((first / "cache").glob("tokens-*.npy"))
+    carried = tmp_path / "carried.npy"
+    carried.write_bytes(array.read_bytes())
+    second = tmp_path / "second"
+    train(tiny_config(carried, second, max_steps=2, save_every=100, vocab=str(first)))
+    assert (second / "discriminator" / "model.safetensors").exists()
+    assert not (second / "cache").exists() or not any((second / "cache").iterdir()), "nothing re-tokenized"
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(str(first)))
+    with pytest.raises(ValueError, match="expected \\(sequences, 64\\)"):
+        build_token_cache([carried], tokenizer, tmp_path / "cache", max_length=64)
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.full((2, 32), tokenizer.vocab_size, dtype=np.uint16))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        build_token_cache([wrong], tokenizer, tmp_path / "cache", max_length=32)
+
+
 def test_empty_corpus_is_a_clear_error(tmp_path: Path):
     corpus = tmp_path / "empty.txt"
     corpus.write_text("\n\n", encoding="utf-8")

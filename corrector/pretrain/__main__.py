@@ -20,7 +20,8 @@ from .modeling import PRESETS
 from .train import PretrainConfig
 
 HELP = {
-    "corpus": "text files or directories (UTF-8, one paragraph a line), read in a stream",
+    "corpus": "text files or directories (UTF-8, one paragraph a line), read in a stream; or .npy token arrays "
+              "from an earlier run's OUTPUT/cache (pre-tokenized with the same vocabulary and --max-length)",
     "output": "output directory: checkpoints/, metrics.jsonl, the final discriminator/ generator/ and tokenizer",
     "vocab": "tokenizer directory to use (default: built from the corpus into OUTPUT)",
     "init": "continue pre-training from a model dir (discriminator/ + generator/) or a hub discriminator id",

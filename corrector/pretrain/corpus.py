@@ -133,7 +133,13 @@ def build_token_cache(
     halfwidth: bool = False,
     log=print,
 ) -> np.ndarray:
-    """Return the (sequences, max_length) id array, building `cache_dir/<hash>.npy` on first use."""
+    """Return the (sequences, max_length) id array, building `cache_dir/<hash>.npy` on first use.
+
+    A corpus given as `.npy` files (a cache written here before, e.g. carried to a GPU machine
+    without the raw text) is used as it is: the arrays are checked and stacked, nothing is read
+    or tokenized."""
+    if corpus and all(Path(p).suffix == ".npy" for p in corpus):
+        return load_token_arrays(corpus, tokenizer, max_length, log)
     files = list_corpus_files(corpus)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -160,3 +166,27 @@ def build_token_cache(
     if stats.bad_lines:
         log(f"invalid UTF-8 lines (first {len(stats.bad_lines)}): {', '.join(stats.bad_lines)}")
     return np.load(cache_file, mmap_mode="r")
+
+
+def load_token_arrays(paths: Iterable[str | Path], tokenizer: CharTokenizer, max_length: int, log=print) -> np.ndarray:
+    """Pre-tokenized `(sequences, max_length)` id arrays (`tokens-*.npy` of a token cache), checked
+    against the tokenizer and the sequence length they are about to be trained with."""
+    arrays = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_file():
+            raise FileNotFoundError(f"token array does not exist: {path}")
+        array = np.load(path, mmap_mode="r")
+        if array.ndim != 2 or array.shape[1] != max_length:
+            raise ValueError(f"{path}: token array of shape {array.shape}, expected (sequences, {max_length}) for --max-length {max_length}")
+        if not np.issubdtype(array.dtype, np.integer):
+            raise ValueError(f"{path}: token ids must be integers, not {array.dtype}")
+        if len(array) and int(array.max()) >= tokenizer.vocab_size:
+            raise ValueError(f"{path}: token id {int(array.max())} is outside the vocabulary of {tokenizer.vocab_size} "
+                             "(was it made with another tokenizer?)")
+        arrays.append(array)
+    data = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+    if not len(data):
+        raise ValueError(f"token arrays are empty: {[str(p) for p in paths]}")
+    log(f"token arrays: {len(data)} sequences of {max_length} from {len(arrays)} file(s)")
+    return data
