@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from corrector.confusion import ConfusionSet
 from corrector.finetune.synth import KINDS, ErrorSynthesizer, SynthConfig, reservoir_sample, write_pairs
@@ -113,6 +114,31 @@ def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path:
     bundle = load_model(str(out))
     assert bundle.tokenizer.vocab_size > 100
     assert bundle.generator_input == generator_input  # the corrector feeds it as it was trained
+
+
+def test_error_weight_scales_the_generator_loss_at_wrong_characters(tiny_model_dir: Path):
+    """Weight 1 is the plain mean; a larger weight moves the loss towards the wrong characters' loss."""
+    from corrector.finetune.train import CorrectionModel, FinetuneConfig
+    from corrector.pretrain.modeling import load_pair
+
+    discriminator, generator, _ = load_pair(str(tiny_model_dir))
+    source = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 16, 17, 3]])
+    target = source.clone()
+    target[0, 2] = 20  # one wrong character
+    mask = torch.ones_like(source)
+    losses = {}
+    for weight in (1.0, 50.0):
+        cfg = FinetuneConfig(error_weight=weight, extra_mask_prob=0.0)
+        model = CorrectionModel(discriminator, generator, cfg, special_ids=[0, 2, 3], mask_token_id=4).eval()
+        torch.manual_seed(0)
+        with torch.no_grad():
+            losses[weight] = model(source, target, mask)[1]["gen_loss"]
+        with torch.no_grad():  # the wrong character's own loss: its CE under the same model
+            hidden = generator.electra(input_ids=source, attention_mask=mask).last_hidden_state
+            logits = generator.generator_lm_head(generator.generator_predictions(hidden[0, 2:3]))
+            wrong_loss = torch.nn.functional.cross_entropy(logits, target[0, 2:3]).item()
+    assert abs(losses[50.0] - wrong_loss) < abs(losses[1.0] - wrong_loss)
+    assert losses[50.0] == pytest.approx((losses[1.0] * 8 + (50 - 1) * wrong_loss) / (8 + 49), rel=1e-4)
 
 
 def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):

@@ -32,6 +32,7 @@ HELP = {
                        "or 'masked' (errors masked; it predicts those)",
     "extra_mask_prob": "share of characters also masked for the generator",
     "disc_weight": "λ: weight of the detection loss",
+    "error_weight": "weight of the generator loss at wrong characters relative to the others (1: plain mean)",
     "seed": "random seed (dev split, data order, masking)",
 }
 
