@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Reproduce the shipped model (data/model) end to end with this project's own modules:
+# The CPU recipe, end to end with this project's own modules (it made the release of sessions 1-7;
+# the shipped model since session 8 was pre-trained and fine-tuned on a GPU: docs/gpu.md, then
+# calibrated, paired and shipped with the same steps as below):
 #   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> n-gram LM ->
 #   calibration -> release (fp16) -> evaluation.
 #
