@@ -126,17 +126,17 @@ def test_error_weight_scales_the_generator_loss_at_wrong_characters(tiny_model_d
     target = source.clone()
     target[0, 2] = 20  # one wrong character
     mask = torch.ones_like(source)
+    generator.eval()
+    with torch.no_grad():  # the wrong character's own loss: its CE under the same model
+        hidden = generator.electra(input_ids=source, attention_mask=mask).last_hidden_state
+        logits = generator.generator_lm_head(generator.generator_predictions(hidden[0, 2:3]))
+        wrong_loss = torch.nn.functional.cross_entropy(logits, target[0, 2:3]).item()
     losses = {}
     for weight in (1.0, 50.0):
         cfg = FinetuneConfig(error_weight=weight, extra_mask_prob=0.0)
         model = CorrectionModel(discriminator, generator, cfg, special_ids=[0, 2, 3], mask_token_id=4).eval()
-        torch.manual_seed(0)
         with torch.no_grad():
             losses[weight] = model(source, target, mask)[1]["gen_loss"]
-        with torch.no_grad():  # the wrong character's own loss: its CE under the same model
-            hidden = generator.electra(input_ids=source, attention_mask=mask).last_hidden_state
-            logits = generator.generator_lm_head(generator.generator_predictions(hidden[0, 2:3]))
-            wrong_loss = torch.nn.functional.cross_entropy(logits, target[0, 2:3]).item()
     assert abs(losses[50.0] - wrong_loss) < abs(losses[1.0] - wrong_loss)
     assert losses[50.0] == pytest.approx((losses[1.0] * 8 + (50 - 1) * wrong_loss) / (8 + 49), rel=1e-4)
 

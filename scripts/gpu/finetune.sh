@@ -8,6 +8,7 @@
 # Env: INIT NAME BUDGET GUARD BATCH LR MODE REAL_TIMES STEPS EXTRA_FT (e.g. --error-weight 10)
 set -uo pipefail
 DATA=${DATA:-.gpu}
+source "$(dirname "$0")/common.sh"
 export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}
 PY=${PY:-python3}
 INIT=${INIT:?}; NAME=${NAME:?}; BUDGET=${BUDGET:-400}; GUARD=${GUARD:-7}; BATCH=${BATCH:-128}; LR=${LR:-2e-4}
@@ -21,8 +22,6 @@ if [ -z "${STEPS:-}" ]; then
 rm -rf /tmp/$NAME-probe
 $PY -m corrector.finetune train "${COMMON[@]}" --train "${REAL[@]}" --output /tmp/$NAME-probe --max-steps "$PROBE" --warmup-steps 10 --log-every 20 \
   > "$LOGS/$NAME-probe.log" 2>&1 || { tail -30 "$LOGS/$NAME-probe.log"; exit 1; }
-RATE=$($PY -c "import json; r=[json.loads(l) for l in open('/tmp/$NAME-probe/metrics.jsonl')]; r=r[1:] or r; print(sum(x['tokens_per_s'] for x in r)/len(r))")
-TOKENS=$($PY -c "import json; r=[json.loads(l) for l in open('/tmp/$NAME-probe/metrics.jsonl')]; print(r[-1]['tokens_per_s'])")
 STEPS=$($PY -c "
 import json; r=[json.loads(l) for l in open('/tmp/$NAME-probe/metrics.jsonl')]
 secs = r[-1]['time'] - r[0]['time']; steps = r[-1]['step'] - r[0]['step']
@@ -31,21 +30,6 @@ fi
 echo "$NAME: $STEPS steps"
 $PY -m corrector.finetune train "${COMMON[@]}" --train /tmp/synth.tsv $(for _ in $(seq ${REAL_TIMES:-2}); do echo "${REAL[@]}"; done) --output /tmp/$NAME --max-steps "$STEPS" \
   --warmup-steps $((STEPS / 10)) --lr "$LR" --log-every 50 --max-minutes "$GUARD" ${EXTRA_FT:-} > "$LOGS/$NAME.log" 2>&1 || { tail -30 "$LOGS/$NAME.log"; exit 1; }
-$PY - /tmp/$NAME <<'PYEOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
-for r in rows[:: max(1, len(rows) // 8)] + rows[-1:]:
-    print(sys.argv[1], {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()
-           if k in ("step", "time", "gen_loss", "disc_loss", "det_precision", "det_recall", "gen_acc_errors", "gen_acc_other", "epoch")})
-PYEOF
+show_metrics /tmp/$NAME gen_loss disc_loss det_precision det_recall gen_acc_errors gen_acc_other
 [ "$PACK" = 1 ] || exit 0
-rm -rf /tmp/pack-$NAME && mkdir -p /tmp/pack-$NAME
-$PY -c "
-import sys; sys.path.insert(0, '.')
-import torch
-from corrector.pretrain.modeling import load_pair, save_pair
-d, g, tok = load_pair('/tmp/$NAME')
-save_pair(d, g, '/tmp/pack-$NAME/$NAME', tok, dtype=torch.float16)
-"
-cp /tmp/$NAME/dev.tsv /tmp/$NAME/finetune_config.json /tmp/$NAME/metrics.jsonl /tmp/pack-$NAME/$NAME/
-tar cf - -C /tmp/pack-$NAME $NAME | split -b 15M - "$OUT/$NAME.tar.part-"
+pack_model /tmp/$NAME "$NAME" dev.tsv finetune_config.json metrics.jsonl

@@ -9,6 +9,7 @@
 # Env: PRESET GEN BATCH LR BUDGET (s) GUARD (min) EXTRA (more `pretrain train` flags, e.g. --init DIR)
 set -uo pipefail
 DATA=${DATA:-.gpu}
+source "$(dirname "$0")/common.sh"
 export PYTHONUNBUFFERED=1 TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}
 PY=${PY:-python3}
 PRESET=${PRESET:-small}; GEN=${GEN:-0.5}; BATCH=${BATCH:-256}; LR=${LR:-7e-4}
@@ -30,22 +31,7 @@ $PY -m corrector.pretrain train "${COMMON[@]}" --output "$OUTDIR" --max-steps "$
   --log-every 50 --save-every 1000000 --max-minutes "$GUARD" ${EXTRA:-} > "$LOGS/pretrain.log" 2>&1 || { tail -30 "$LOGS/pretrain.log"; exit 1; }
 tail -3 "$LOGS/pretrain.log"
 cp "$OUTDIR/metrics.jsonl" "$LOGS/metrics.jsonl"
-$PY - "$OUTDIR" <<'PYEOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
-for r in rows[:: max(1, len(rows) // 12)] + rows[-1:]:
-    print({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()
-           if k in ("step", "time", "mlm_loss", "disc_loss", "gen_acc", "disc_precision", "disc_recall", "tokens_per_s", "epoch")})
-PYEOF
+show_metrics "$OUTDIR" mlm_loss disc_loss gen_acc disc_precision disc_recall tokens_per_s
 [ "${PACK:-1}" = 1 ] || exit 0
-rm -rf /tmp/pack && mkdir -p /tmp/pack
-$PY -c "
-import sys; sys.path.insert(0, '.')
-import torch
-from corrector.pretrain.modeling import load_pair, save_pair
-d, g, tok = load_pair('$OUTDIR')
-save_pair(d, g, '/tmp/pack/pretrained', tok, dtype=torch.float16)
-"
-cp "$OUTDIR/pretrain_config.json" /tmp/pack/pretrained/
-tar cf - -C /tmp/pack pretrained | split -b 15M - "$OUT/pretrained.tar.part-"
+pack_model "$OUTDIR" pretrained pretrain_config.json
 ls -la "$OUT"
