@@ -56,7 +56,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-sizes", default="32", help="comma-separated batch sizes besides 1")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--quantize", action="store_true", help="also time the corrector with int8 dynamic quantization")
+    parser.add_argument("--fp32", action="store_true",
+                        help="also time the corrector with fp32 networks (the default corrector runs int8 on CPU)")
     parser.add_argument("--bf16", action="store_true", help="also time the corrector with bf16 autocast networks")
     parser.add_argument("--repeat", type=int, default=1, help="batched runs per system; the median is reported")
     parser.add_argument("--one-worker", action="store_true",
@@ -212,8 +213,10 @@ def main() -> int:
         detection_threshold = flag_threshold(bundle, texts, args.flag_rate)
         threshold = 0.0 if args.threshold is None else args.threshold
     corrector = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion)
+    # The baseline runs the corrector's own networks (int8 on CPU by default): the comparison is
+    # between the algorithms, not the precisions.
     classic = ClassicCorrector(
-        bundle, confusion=confusion,
+        corrector.bundle, confusion=confusion,
         detection_threshold=detection_threshold if detection_threshold is not None else 0.5,
     )
 
@@ -230,18 +233,20 @@ def main() -> int:
         "detection_threshold": corrector.scorer.detection_threshold,
         "threshold": corrector.threshold,
         "corrector": {"batch_1": time_single(corrector, texts)},
+        "precision": {"corrector": corrector.precision, "classic": corrector.precision},
     }
     sizes = [int(s) for s in args.batch_sizes.split(",") if s.strip()]
     for size in sizes:
         report["corrector"][f"batch_{size}"] = time_batched(corrector, texts, size, args.repeat)
     systems = ["corrector"]
-    variants = [("corrector-int8", {"quantize": True})] if args.quantize else []
+    variants = [("corrector-fp32", {"quantize": False})] if args.fp32 else []
     variants += [("corrector-bf16", {"bf16": True})] if args.bf16 else []
     variants += [("corrector-1worker", {"config": CorrectorConfig(workers=1)})] if args.one_worker else []
     for system, options in variants:
         fast = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion,
                          **options)
         report[system] = {"batch_1": time_single(fast, texts)}
+        report["precision"][system] = fast.precision
         for size in sizes:
             report[system][f"batch_{size}"] = time_batched(fast, texts, size, args.repeat)
         systems.append(system)
@@ -260,6 +265,7 @@ def main() -> int:
 
     print(f"model: {report['model']}   sentences: {len(texts)} (mean {report['mean_chars']:.1f} chars)   "
           f"torch threads: {report['torch_threads']}   load avg: {report['load_average_before'][0]:.1f}")
+    print("networks: " + ", ".join(f"{system} {precision}" for system, precision in report["precision"].items()))
     nan = float("nan")
     print(f"{'system':<17} {'batch':>5} {'sentences':>9} {'sent/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
           f"{'sent/cpu-s':>10} {'p50 cpu-ms':>10} {'edits':>6} {'disc passes':>11} {'disc tokens':>11} {'gen passes':>10}")

@@ -55,6 +55,7 @@ from .detection import detect, make_batch
 from .error_pairs import pair_features
 from .models import ModelBundle, check_generator_input, load_model
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
+from .quantization import int8_copy, is_int8
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
 from .segmentation import Chunk, sentence_spans, split_text
@@ -184,33 +185,23 @@ def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
 
 
 def quantized(bundle: ModelBundle) -> ModelBundle:
-    """A copy of the bundle with int8 dynamic quantization of every Linear layer (CPU only).
-
-    About 2-3x faster on CPU for ELECTRA-small-sized models; probabilities move by ~1e-3. The
-    shared bundle is not touched (the service and evaluator may hold it too). Uses torch's
-    eager-mode `quantize_dynamic`, which torch marks as deprecated in favour of torchao.
-    """
-    import warnings
-
+    """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
+    output channel, activations per token; CPU only). The shared bundle is not touched (the
+    service and evaluator may hold it too)."""
     if bundle.device.type != "cpu":
         raise ValueError("quantize=True is for CPU inference")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
-
-        disc = quantize_dynamic(bundle.discriminator, {torch.nn.Linear}, dtype=torch.qint8)
-        gen = quantize_dynamic(bundle.generator, {torch.nn.Linear}, dtype=torch.qint8)
-    return dataclasses.replace(bundle, discriminator=disc.eval(), generator=gen.eval())
+    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator), generator=int8_copy(bundle.generator))
 
 
 class Corrector:
     """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit.
 
-    `quantize=True` runs the networks with int8 dynamic quantization on CPU: measured on
-    SIGHAN-15 and ECSpell-odw (947-step networks), correction F1 39.0 / 61.6 in fp32 vs 38.9 / 61.7 in int8, at
-    1.1-1.6x the sentences/s. It is not the default because dynamic quantization scales the
-    activations of a whole batch at once, so a text's result can depend on its batch-mates;
-    in fp32 `correct_batch` gives exactly what `correct` gives.
+    Precision: on CPU the networks run int8 matmuls by default (`quantize=None`; quantization.py),
+    1.4-1.5x the sentences/s of fp32 at the same F1 (README, Benchmarks). Each token is quantized
+    on its own, so a text gets the same corrections alone or in any batch; its confidences can
+    move by a few 1e-3 with the padding of its batch (fp32 attention rounding, amplified by the
+    int8 rounding after it). `quantize=False` runs fp32, where `correct_batch` gives exactly what
+    `correct` gives; `bf16=True` runs bf16 autocast instead (GPUs, CPUs with AVX512-BF16/AMX).
     """
 
     def __init__(
@@ -226,12 +217,17 @@ class Corrector:
         scorer: Scorer | dict | None = None,
         confusion: ConfusionSet | None = None,
         config: CorrectorConfig | None = None,
-        quantize: bool = False,
+        quantize: bool | None = None,
         bf16: bool = False,
     ) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
-        if quantize:
+        already_int8 = is_int8(self.bundle.discriminator)  # e.g. another Corrector's bundle
+        if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
+            quantize = already_int8 or (self.bundle.device.type == "cpu" and not bf16)
+        if quantize and not already_int8:
             self.bundle = quantized(self.bundle)
+        elif not quantize and already_int8:
+            raise ValueError("quantize=False, but the model bundle given already runs int8 networks")
         if bf16 != self.bundle.bf16:  # a copy: the shared bundle keeps its own setting
             self.bundle = dataclasses.replace(self.bundle, bf16=bf16)
         self.config = config or CorrectorConfig(batch_size=batch_size, max_edits_per_sentence=max_edits_per_sentence)
@@ -267,6 +263,11 @@ class Corrector:
         self._threads_per_worker = max(1, torch.get_num_threads() // workers)
         if workers > 1:
             batch_pool(workers, self._threads_per_worker)  # started now, not during the first call
+
+    @property
+    def precision(self) -> str:
+        """How the networks run: "int8", "bf16" (autocast) or "fp32"."""
+        return "int8" if is_int8(self.bundle.discriminator) else "bf16" if self.bundle.bf16 else "fp32"
 
     @property
     def threshold(self) -> float:

@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--device", default="cpu", help="torch device for model-backed systems (default: cpu)"
     )
     parser.add_argument(
+        "--quantize", action=argparse.BooleanOptionalAction, default=None,
+        help="the corrector's int8 networks (default: on for CPU); --no-quantize for fp32",
+    )
+    parser.add_argument(
         "--threshold", type=float, help="minimum edit confidence, passed to the system (default: its own)"
     )
     parser.add_argument(
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
 
     datasets = read_all(args.datasets, args.format, args.limit, errors)
-    systems, system_errors = build_systems(names, model=args.model, device=args.device)
+    systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize)
     for name, message in system_errors.items():
         errors.append(f"system {name}: {message}")
         say(f"error: cannot build system {name}: {message}")

@@ -79,11 +79,13 @@ class NamedSystem:
         if self.model_path is None:
             return None
         size = self.model_size_bytes
-        return {
+        described = {
             "path": self.model_path,
             "size_bytes": size,
             "size_mb": round(size / 2**20, 2) if size is not None else None,
         }
+        precision = getattr(self.system, "precision", None)  # the corrector's: int8 / bf16 / fp32
+        return described if precision is None else {**described, "precision": precision}
 
 
 def model_size_bytes(path: str | os.PathLike | None) -> int | None:
@@ -116,9 +118,10 @@ class SystemFactory:
     one built system serves both the normal run and the threshold-0 sweep run.
     """
 
-    def __init__(self, model: str | None = None, device: str = "cpu") -> None:
+    def __init__(self, model: str | None = None, device: str = "cpu", quantize: bool | None = None) -> None:
         self.model = model
         self.device = device
+        self.quantize = quantize  # the corrector's int8 networks; None: its default (int8 on CPU)
         self._bundle = None
 
     def model_path(self) -> str:
@@ -141,7 +144,7 @@ class SystemFactory:
         if name == "corrector":
             from corrector.pipeline import Corrector
 
-            system = Corrector(model=self.bundle(), device=self.device)
+            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize)
         elif name == "classic":
             from corrector.classic import ClassicCorrector
 
@@ -153,10 +156,10 @@ class SystemFactory:
 
 
 def build_systems(
-    names: Sequence[str], model: str | None = None, device: str = "cpu"
+    names: Sequence[str], model: str | None = None, device: str = "cpu", quantize: bool | None = None
 ) -> tuple[list[NamedSystem], dict[str, str]]:
     """The systems that could be built, and {name: error message} for those that could not."""
-    factory = SystemFactory(model=model, device=device)
+    factory = SystemFactory(model=model, device=device, quantize=quantize)
     systems, errors = [], {}
     for name in names:
         try:

@@ -204,9 +204,10 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         )
         await batcher.start()
         app.state.model_name = corrector_name(instance)
+        app.state.precision = getattr(instance, "precision", None)
         app.state.batcher = batcher
         metrics.model_info.labels(app.state.model_name or "", VERSION).set(1)
-        log.info("model %s ready (batching=%s)", app.state.model_name, settings.batching)
+        log.info("model %s ready (%s, batching=%s)", app.state.model_name, app.state.precision, settings.batching)
         try:
             yield
         finally:
@@ -223,6 +224,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
     app.state.metrics = metrics
     app.state.batcher = None
     app.state.model_name = None
+    app.state.precision = None
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -74,6 +74,7 @@ async def health(request: Request) -> JSONResponse:
         status="ok" if ready else "unavailable",
         ready=ready,
         model=request.app.state.model_name,
+        precision=request.app.state.precision,
         version=VERSION,
         batching=settings.batching,
         max_batch_size=settings.max_batch_size,

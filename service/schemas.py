@@ -102,6 +102,7 @@ class HealthResponse(BaseModel):
     status: str
     ready: bool
     model: str | None
+    precision: str | None = None  # how the networks run: "int8", "bf16" or "fp32"
     version: str
     batching: bool
     max_batch_size: int

@@ -16,18 +16,20 @@ def test_throughput_benchmark_runs_every_variant(tmp_path, tiny_model_dir):
     command = [
         sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--model", str(tiny_model_dir),
         "--data", str(PAIRS.parent), "--file", PAIRS.name, "--limit", "6", "--classic-limit", "2",
-        "--batch-sizes", "4", "--threads", "2", "--quantize", "--one-worker", "--repeat", "2",
+        "--batch-sizes", "4", "--threads", "2", "--fp32", "--one-worker", "--repeat", "2",
         "--output", str(output),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(output.read_text(encoding="utf-8"))
     assert report["torch_threads"] == 2
-    for system in ("corrector", "corrector-int8", "corrector-1worker"):
+    for system in ("corrector", "corrector-fp32", "corrector-1worker"):
         assert report[system]["batch_1"]["sentences"] == 6
         batched = report[system]["batch_4"]
         assert batched["sentences"] == 6 and len(batched["runs_sentences_per_s"]) == 2
         assert round(batched["sentences_per_s"], 1) in batched["runs_sentences_per_s"]  # the median run's figures
     assert report["classic"]["batch_1"]["sentences"] == 2
-    assert set(report["speedup_vs_classic"]) == {"corrector", "corrector-int8", "corrector-1worker"}
+    assert set(report["speedup_vs_classic"]) == {"corrector", "corrector-fp32", "corrector-1worker"}
+    assert report["precision"] == {"corrector": "int8", "classic": "int8", "corrector-fp32": "fp32",
+                                   "corrector-1worker": "int8"}
     assert "speed-up of corrector" in done.stdout

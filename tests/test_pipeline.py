@@ -443,15 +443,19 @@ def test_batch_pool_threads_have_their_own_torch_thread_count():
         torch.set_num_threads(before)
 
 
-def test_bf16_networks_give_the_same_corrections(trained):
-    fast = Corrector(trained.bundle, bf16=True, confusion=trained.confusion)
-    assert fast.bundle.bf16 and not trained.bundle.bf16  # a copy; the shared bundle is untouched
+def test_int8_and_bf16_networks_give_the_fp32_corrections(trained_model_dir, trained):
+    exact = Corrector(str(trained_model_dir), quantize=False, confusion=trained.confusion)
+    bf16 = Corrector(exact.bundle, bf16=True, confusion=trained.confusion)
+    assert bf16.bundle.bf16 and not exact.bundle.bf16  # a copy; the shared bundle is untouched
+    assert (exact.precision, trained.precision, bf16.precision) == ("fp32", "int8", "bf16")
     texts = [WRONG, MIXED, RIGHT, "今天天气很好"]
-    exact, rounded = trained.correct_batch(texts), fast.correct_batch(texts)
-    assert [r.target for r in rounded] == [r.target for r in exact]
-    for a, b in zip(exact, rounded, strict=True):
-        assert [e.position for e in a.edits] == [e.position for e in b.edits]
-        assert all(abs(x.confidence - y.confidence) < 0.05 for x, y in zip(a.edits, b.edits, strict=True))
+    reference = exact.correct_batch(texts)
+    for other in (trained, bf16):
+        rounded = other.correct_batch(texts)
+        assert [r.target for r in rounded] == [r.target for r in reference]
+        for a, b in zip(reference, rounded, strict=True):
+            assert [e.position for e in a.edits] == [e.position for e in b.edits]
+            assert all(abs(x.confidence - y.confidence) < 0.05 for x, y in zip(a.edits, b.edits, strict=True))
 
 
 def test_thread_safety(trained, wild):

@@ -470,26 +470,33 @@ def test_threads_go_to_the_corrector_batch_workers(tiny_model_dir):
         torch.set_num_threads(threads)
 
 
-def test_quantize_setting_reaches_the_corrector(tiny_model_dir):
+def test_precision_settings_reach_the_corrector(tiny_model_dir):
     import torch
 
+    from corrector.quantization import Int8Linear
     from service.app import load_corrector
 
     threads = torch.get_num_threads()
     try:
-        corrector = load_corrector(Settings(model=str(tiny_model_dir), quantize=True))
+        default = load_corrector(Settings(model=str(tiny_model_dir)))
+        fp32 = load_corrector(Settings(model=str(tiny_model_dir), quantize=False))
+        bf16 = load_corrector(Settings(model=str(tiny_model_dir), bf16=True))
     finally:
         torch.set_num_threads(threads)
-    linear = corrector.bundle.discriminator.electra.encoder.layer[0].attention.self.query
-    assert "quantized" in type(linear).__module__
-    assert not corrector.bundle.bf16
-    assert load_corrector(Settings(model=str(tiny_model_dir), bf16=True)).bundle.bf16
-    assert corrector.correct("少先队员因该为老人让坐").source == "少先队员因该为老人让坐"
+
+    def query(corrector):
+        return corrector.bundle.discriminator.electra.encoder.layer[0].attention.self.query
+
+    assert isinstance(query(default), Int8Linear) and default.precision == "int8"  # the CPU default
+    assert type(query(fp32)) is torch.nn.Linear and fp32.precision == "fp32"
+    assert type(query(bf16)) is torch.nn.Linear and bf16.bundle.bf16 and bf16.precision == "bf16"
+    assert default.correct("少先队员因该为老人让坐").source == "少先队员因该为老人让坐"
 
 
 def test_tiny_model_health_names_the_model(tiny_client, tiny_model_dir):
     body = tiny_client.get("/health").json()
     assert body["ready"] is True and str(tiny_model_dir) in body["model"]
+    assert body["precision"] == "int8"  # the default on CPU
 
 
 def test_tiny_model_single_and_batch_agree(tiny_client):
