@@ -28,6 +28,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -119,6 +120,7 @@ class PassCounter:
 
     def __init__(self, system) -> None:
         self.counts = {"discriminator": [0, 0], "generator": [0, 0]}
+        self.lock = threading.Lock()  # batches run on two worker threads: no lost increments
         self.handles = []
         for name in self.counts:
             module = getattr(system.bundle, name)
@@ -128,8 +130,10 @@ class PassCounter:
     def _hook(self, name):
         def hook(module, args, kwargs):
             mask = kwargs.get("attention_mask")
-            self.counts[name][0] += 1
-            self.counts[name][1] += int(mask.sum()) if mask is not None else 0
+            tokens = int(mask.sum()) if mask is not None else 0
+            with self.lock:
+                self.counts[name][0] += 1
+                self.counts[name][1] += tokens
         return hook
 
     def per_sentence(self, sentences: int) -> dict:

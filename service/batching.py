@@ -7,6 +7,14 @@ join for free, so under load batches fill themselves. It waits for more - at mos
 a lone client pays no waiting at all, while a group of clients answered together is gathered
 again as its next requests trickle in.
 
+Closed-loop clients can also split into two groups that take turns: one group's batch runs
+while the other group's requests queue up; those then run at once, and the first group sends
+its next requests during that run - two half-size batches per round, each client waiting for
+both (measured with 8 clients: 4 requests per forward call, p50 80-100 ms, against 56 ms with 8).
+So requests already queued before the previous batch ended count as a second group: the batch
+then also waits for the clients just answered, at most `max_wait_ms` after that batch ended,
+and the two groups merge into one.
+
 The collected submissions are grouped by threshold (a corrector call has one threshold) and each
 group is one `correct_batch` call on a single inference thread, so torch gets the cores and the
 event loop stays free to accept and parse the next requests.
@@ -77,6 +85,7 @@ class Batcher:
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
         self._queued_texts = 0
         self._expected_texts = 1
+        self._last_end = float("-inf")  # when the previous batch's corrector calls ended
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -146,15 +155,13 @@ class Batcher:
         previous batch suggests more company is coming - whatever joins before the deadline."""
         first = await self._queue.get()
         batch, n_texts = [first], len(first.texts)
-        # Expect as many texts as the previous batch had. A lone client (previous batch of one)
-        # then never waits, while closed-loop clients that were answered together, and are now
-        # sending their next requests a few hundred microseconds apart, are gathered again.
-        target = min(self.max_batch_size, self._expected_texts)
-        deadline = first.enqueued + self.max_wait
+        target = deadline = None
         while n_texts < self.max_batch_size:
             try:
                 item = self._queue.get_nowait()  # already waiting: free to include
             except asyncio.QueueEmpty:
+                if target is None:
+                    target, deadline = self._company_expected(batch)
                 remaining = deadline - time.perf_counter()
                 if n_texts >= target or remaining <= 0:
                     break
@@ -166,6 +173,20 @@ class Batcher:
             n_texts += len(item.texts)
         self._expected_texts = max(1, n_texts)
         return batch
+
+    def _company_expected(self, queued: list[_Submission]) -> tuple[int, float]:
+        """(texts to wait for, until when), given what was already queued.
+
+        Expect as many texts as the previous batch had: a lone client (previous batch of one) then
+        never waits, while closed-loop clients that were answered together, and are now sending
+        their next requests a few hundred microseconds apart, are gathered again. When some of
+        the queued texts were there before the previous batch ended, they are a second group of
+        clients (module docstring): wait for the clients just answered as well.
+        """
+        carried = sum(len(s.texts) for s in queued if s.enqueued < self._last_end)
+        if carried:
+            return min(self.max_batch_size, self._expected_texts + carried), self._last_end + self.max_wait
+        return min(self.max_batch_size, self._expected_texts), queued[0].enqueued + self.max_wait
 
     async def _run_forever(self) -> None:
         while True:
@@ -181,6 +202,7 @@ class Batcher:
             try:
                 for threshold, group in groups.items():
                     await self._run_group(threshold, group)
+                self._last_end = time.perf_counter()
             except Exception as exc:  # noqa: BLE001 - a bug here must not kill the worker
                 # Without this, one unexpected error would end the worker task and every later
                 # request would wait forever.

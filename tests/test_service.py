@@ -566,3 +566,30 @@ def test_clients_answered_together_are_gathered_again():
 
     asyncio.run(scenario())
     assert [len(texts) for texts, _ in fake.calls] == [4, 4]
+
+
+def test_closed_loop_clients_taking_turns_merge_into_one_batch():
+    from service.batching import Batcher
+
+    fake = FakeCorrector(delay_s=0.03)
+
+    async def scenario() -> None:
+        batcher = Batcher(fake, max_wait_ms=20)
+        await batcher.start()
+        try:
+            async def client(i: int, start_s: float) -> None:
+                await asyncio.sleep(start_s)
+                for round_ in range(6):  # closed loop: the next request once the answer is in
+                    await batcher.correct([f"{i}-{round_}"])
+
+            # Four clients start together and four more while their first batch runs: without the
+            # merge the two groups would take turns for good (batches of 4, 4, 4, ...).
+            await asyncio.gather(*(client(i, 0.0) for i in range(4)), *(client(i, 0.01) for i in range(4, 8)))
+        finally:
+            await batcher.stop()
+
+    asyncio.run(scenario())
+    sizes = [len(texts) for texts, _ in fake.calls]
+    # The late group queued behind the first batch, so the second batch waited for the first group's
+    # next requests too: one batch of 8 per round from then on; the first group finishes a round early.
+    assert sizes == [4, 8, 8, 8, 8, 8, 4], sizes
