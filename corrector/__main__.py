@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="int8 networks (the default on CPU: ~1.4x faster, same F1); --no-quantize for fp32")
     parser.add_argument("--bf16", action="store_true",
                         help="bf16 autocast for the networks instead (GPUs, CPUs with AVX512-BF16/AMX): faster "
-                             "batches than fp32, confidences move by ~1e-3")
+                             "batches than fp32, confidences move by up to a few 1e-2")
     parser.add_argument("--classic", action="store_true", help="use the pycorrector-style baseline instead")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar for files")
     return parser.parse_args(argv)

@@ -29,6 +29,7 @@ from .error_pairs import FILENAME as ERROR_PAIRS_FILE
 from .error_pairs import ErrorPairs
 from .ngram import FILENAME as NGRAM_FILE
 from .ngram import NgramLM
+from .quantization import is_int8
 from .tokenization import CharTokenizer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -103,6 +104,12 @@ class ModelBundle:
         fine-tuning trained it for (generator config), else "masked" (a pre-trained generator)."""
         mode = self.scorer_config.get("generator_input") or getattr(self.generator.config, GENERATOR_INPUT_KEY, None)
         return check_generator_input(mode or "masked")
+
+    @property
+    def precision(self) -> str:
+        """How the network passes run: "int8" (an `int8_copy` of the networks, quantization.py),
+        "bf16" (autocast) or "fp32"."""
+        return "int8" if is_int8(self.discriminator) else "bf16" if self.bf16 else "fp32"
 
     @property
     def max_length(self) -> int:

@@ -26,8 +26,9 @@ with its own share of torch's intra-op threads. On 2 CPU cores two batches with 
 beat one batch with two threads: a sentence-length forward pass parallelises poorly, and the
 candidate and scoring stages (numpy, Python) run on one core anyway. Measured on SIGHAN-15 with
 the shipped model at batch 32: 1.1-1.4x the sentences/s (fp32, bf16, int8; README, Benchmarks).
-A call that makes one batch (a single sentence) runs in the calling thread instead, where both
-intra-op threads speed up its one pass.
+A call's texts are split among the workers only from `MIN_SPLIT_ITEMS` texts per worker; a call
+that makes one batch (fewer texts, a single sentence) runs in the calling thread instead, where
+both intra-op threads speed up its one pass.
 
 A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
 confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
@@ -55,7 +56,7 @@ from .detection import detect, make_batch
 from .error_pairs import pair_features
 from .models import ModelBundle, check_generator_input, load_model
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
-from .quantization import int8_copy, is_int8
+from .quantization import int8_copy
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
 from .segmentation import Chunk, sentence_spans, split_text
@@ -85,8 +86,9 @@ class CorrectorConfig:
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
     # Batches run in parallel on this many threads, torch's threads shared among them (None: 2 on
     # CPU when torch has >= 2 threads, else 1 = every batch in the calling thread). A call that
-    # makes one batch (a single sentence) runs in the calling thread either way: on 2 quiet cores
-    # its one pass is faster on both threads (p50 18 vs 23 ms in one run).
+    # makes one batch (under MIN_SPLIT_ITEMS texts per worker, a single sentence) runs in the
+    # calling thread either way: on 2 quiet cores its pass is faster on both threads (one
+    # sentence: p50 18 vs 23 ms in one run).
     workers: int | None = None
 
 
@@ -192,8 +194,6 @@ def quantized(bundle: ModelBundle) -> ModelBundle:
     """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
     output channel, activations per token; CPU only). The shared bundle is not touched (the
     service and evaluator may hold it too)."""
-    if bundle.device.type != "cpu":
-        raise ValueError("quantize=True is for CPU inference")
     return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator), generator=int8_copy(bundle.generator))
 
 
@@ -225,7 +225,7 @@ class Corrector:
         bf16: bool = False,
     ) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
-        already_int8 = is_int8(self.bundle.discriminator)  # e.g. another Corrector's bundle
+        already_int8 = self.bundle.precision == "int8"  # e.g. another Corrector's bundle
         if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
             quantize = already_int8 or (self.bundle.device.type == "cpu" and not bf16)
         if quantize and not already_int8:
@@ -271,7 +271,7 @@ class Corrector:
     @property
     def precision(self) -> str:
         """How the networks run: "int8", "bf16" (autocast) or "fp32"."""
-        return "int8" if is_int8(self.bundle.discriminator) else "bf16" if self.bundle.bf16 else "fp32"
+        return self.bundle.precision
 
     @property
     def threshold(self) -> float:

@@ -27,7 +27,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "exactly batch-independent results")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same "
-                        "F1, confidences move by ~1e-3 (default off)")
+                        "F1, confidences move by up to a few 1e-2 (default off)")
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")
     p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")
