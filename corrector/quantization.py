@@ -53,12 +53,22 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def int8_copy(model: nn.Module) -> nn.Module:
+def int8_copy(model: nn.Module, lean: bool = True) -> nn.Module:
     """A copy of `model` with every `nn.Linear` replaced by an `Int8Linear` (the original is not
-    touched: the service and evaluator may share it). CPU only."""
+    touched: the service and evaluator may share it). CPU only.
+
+    An ELECTRA encoder (`model.electra`, every network this project ships) is replaced as a
+    whole by the lean encoder (lean_encoder.py: the same int8 arithmetic in a plain forward, with
+    query/key/value fused); the heads keep transformers' code with int8 layers. `lean=False`
+    keeps transformers' encoder too (the reference the lean one is tested against)."""
+    from .lean_encoder import LeanElectraEncoder, lean_encoder_supported  # it builds on Int8Linear
+
     if any(p.device.type != "cpu" for p in model.parameters()):
         raise ValueError("int8 quantization is for CPU inference")
     copied = copy.deepcopy(model)
+    encoder = getattr(copied, "electra", None)
+    if lean and encoder is not None and lean_encoder_supported(encoder):
+        copied.electra = LeanElectraEncoder(encoder)
     _replace_linears(copied)
     return copied.eval()
 

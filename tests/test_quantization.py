@@ -1,8 +1,11 @@
 """The int8 layers (corrector/quantization.py): close to fp32, independent of batch company."""
 
+import copy
+
 import pytest
 import torch
 
+from corrector.lean_encoder import LeanElectraEncoder, lean_encoder_supported
 from corrector.models import load_model
 from corrector.pipeline import Corrector
 from corrector.quantization import Int8Linear, int8_copy, is_int8
@@ -56,3 +59,36 @@ def test_corrector_precision_choices(tiny_bundle):
         Corrector(default.bundle, quantize=False)
     with pytest.raises(ValueError, match="CPU"):
         int8_copy(torch.nn.Linear(4, 4, device="meta"))
+
+
+@pytest.mark.parametrize("network", ["discriminator", "generator"])
+def test_lean_encoder_matches_the_int8_transformers_network(tiny_bundle, network):
+    original = getattr(tiny_bundle, network)
+    lean, reference = int8_copy(original), int8_copy(original, lean=False)
+    assert isinstance(lean.electra, LeanElectraEncoder) and not isinstance(reference.electra, LeanElectraEncoder)
+    # A padded batch (the mask path) and a single unpadded row (the no-mask path).
+    ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.inference_mode():
+        for batch, batch_mask in ((ids, mask), (ids[:1], mask[:1])):
+            expected = reference(input_ids=batch, attention_mask=batch_mask).logits
+            got = lean(input_ids=batch, attention_mask=batch_mask).logits
+            valid = batch_mask.bool()
+            # Fused Q/K/V with per-channel scales is exactly the three matmuls; the rest is the same ops.
+            assert torch.allclose(got[valid], expected[valid], atol=1e-5)
+        types = torch.zeros_like(ids)
+        assert torch.allclose(lean(input_ids=ids, attention_mask=mask, token_type_ids=types).logits[mask.bool()],
+                              reference(input_ids=ids, attention_mask=mask).logits[mask.bool()], atol=1e-5)
+        with pytest.raises(ValueError, match="input_ids"):
+            lean.electra(input_ids=ids, position_ids=torch.arange(6)[None])
+
+
+def test_lean_encoder_only_takes_encoders_it_can_run(tiny_bundle):
+    assert lean_encoder_supported(tiny_bundle.discriminator.electra)
+    assert not lean_encoder_supported(torch.nn.Linear(4, 4))
+    decoder = copy.deepcopy(tiny_bundle.generator.electra)
+    decoder.config = copy.deepcopy(decoder.config)
+    decoder.config.is_decoder = True
+    assert not lean_encoder_supported(decoder)
+    with pytest.raises(ValueError, match="lean encoder"):
+        LeanElectraEncoder(decoder)
