@@ -64,9 +64,10 @@ from .tokenization import is_cjk
 
 DEFAULT_MAX_EDITS = 4
 # A call's texts are split among the batch workers only from this many per worker. Measured with
-# int8 networks (median ms per call, SIGHAN-15 sentences): 8 texts 51-77 in one batch vs 78-90
-# split in two, 16 texts 108-123 vs 128-140, 32 texts 244 vs 220.
-MIN_SPLIT_ITEMS = 16
+# the lean int8 encoder (median ms per call, SIGHAN-15 sentences, three runs): 4 texts 32-34 in
+# one batch vs 40-42 split in two, 8 texts 53-59 vs 57-61, 16 texts 104-117 vs 94-99. (With
+# transformers' encoder, whose per-op Python held the GIL longer, splitting lost up to 16 texts.)
+MIN_SPLIT_ITEMS = 8
 # Features stored as 0/1 (relation bits and flags).
 BINARY = frozenset({"gen_top1", "same_pinyin", "similar_pinyin", "similar_shape", "user_pair", "proper_noun"})
 
