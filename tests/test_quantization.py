@@ -1,4 +1,6 @@
-"""The int8 layers (corrector/quantization.py): close to fp32, independent of batch company."""
+"""The int8 layers (corrector/quantization.py): close to fp32, independent of batch company; and
+the lean encoder that runs them (corrector/lean_encoder.py): the int8 transformers network's outputs.
+The tiny discriminator has an embedding projection (embeddings 32, hidden 64), the generator none."""
 
 import copy
 
