@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import ElectraModel
 from transformers.modeling_outputs import BaseModelOutput
 
 from .quantization import Int8Linear
@@ -29,9 +30,7 @@ from .quantization import Int8Linear
 
 def lean_encoder_supported(encoder: nn.Module) -> bool:
     """Whether `encoder` is a transformers ElectraModel this module can run: not a decoder, no
-    cross-attention, absolute position embeddings, the standard layer layout."""
-    from transformers import ElectraModel
-
+    cross-attention, absolute position embeddings, plain linear layers."""
     if not isinstance(encoder, ElectraModel):
         return False
     config = encoder.config
@@ -39,9 +38,10 @@ def lean_encoder_supported(encoder: nn.Module) -> bool:
         return False
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
         return False
-    layer = encoder.encoder.layer[0] if len(encoder.encoder.layer) else None
-    return layer is not None and all(
+    layers = encoder.encoder.layer
+    return len(layers) > 0 and all(
         isinstance(module, nn.Linear)
+        for layer in layers
         for module in (layer.attention.self.query, layer.attention.self.key, layer.attention.self.value,
                        layer.attention.output.dense, layer.intermediate.dense, layer.output.dense)
     )

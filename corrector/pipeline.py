@@ -27,8 +27,9 @@ beat one batch with two threads: a sentence-length forward pass parallelises poo
 candidate and scoring stages (numpy, Python) run on one core anyway. Measured on SIGHAN-15 with
 the shipped model at batch 32: 1.1-1.4x the sentences/s (fp32, bf16, int8; README, Benchmarks).
 A call's texts are split among the workers only from `MIN_SPLIT_ITEMS` texts per worker; a call
-that makes one batch (fewer texts, a single sentence) runs in the calling thread instead, where
-both intra-op threads speed up its one pass.
+that makes one batch (fewer texts, a single sentence) runs in the calling thread instead, with
+no hand-off to a worker (on the process's torch threads: with the lean int8 encoder one sentence
+takes the same time on one thread as on two).
 
 A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
 confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
@@ -88,8 +89,8 @@ class CorrectorConfig:
     # Batches run in parallel on this many threads, torch's threads shared among them (None: 2 on
     # CPU when torch has >= 2 threads, else 1 = every batch in the calling thread). A call that
     # makes one batch (under MIN_SPLIT_ITEMS texts per worker, a single sentence) runs in the
-    # calling thread either way: on 2 quiet cores its pass is faster on both threads (one
-    # sentence: p50 18 vs 23 ms in one run).
+    # calling thread either way, on the process's torch threads (one SIGHAN sentence, lean int8
+    # encoder: p50 18.8-19.0 ms on one thread or two; before it, 18 on two vs 23 on one).
     workers: int | None = None
 
 
