@@ -141,6 +141,46 @@ def test_error_weight_scales_the_generator_loss_at_wrong_characters(tiny_model_d
     assert losses[50.0] == pytest.approx((losses[1.0] * 8 + (50 - 1) * wrong_loss) / (8 + 49), rel=1e-4)
 
 
+def test_generator_from_discriminator_starts_from_the_discriminators_encoder(tiny_model_dir: Path):
+    from corrector.pretrain.modeling import generator_from_discriminator, load_pair
+
+    discriminator, generator, _ = load_pair(str(tiny_model_dir))
+    assert generator.config.hidden_size < discriminator.config.hidden_size  # the pre-training shape
+    wide = generator_from_discriminator(discriminator, generator)
+    assert wide.config.hidden_size == discriminator.config.hidden_size
+    assert wide.config.num_hidden_layers == discriminator.config.num_hidden_layers
+    encoder = discriminator.electra.state_dict()
+    for name, tensor in wide.electra.state_dict().items():
+        assert torch.equal(tensor, encoder[name]), name
+    # One set of embeddings, as in pre-training; the output layer is tied to it.
+    assert wide.electra.embeddings.word_embeddings is discriminator.electra.embeddings.word_embeddings
+    assert wide.generator_lm_head.weight is discriminator.electra.embeddings.word_embeddings.weight
+    assert torch.equal(wide.generator_lm_head.bias, generator.generator_lm_head.bias)
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    assert wide(input_ids=ids).logits.shape == (1, 5, discriminator.config.vocab_size)
+
+
+def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.train import FinetuneConfig, train
+    from corrector.models import load_model
+
+    data = tmp_path / "train.tsv"
+    write_pairs(data, toy_pairs())
+    out = tmp_path / "ft"
+    cfg = FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(out), batch_size=8,
+                         warmup_steps=1, max_steps=3, save_every=10, log_every=1, cpu=True,
+                         generator_from_discriminator=True)
+    train(cfg)
+    bundle = load_model(str(out))
+    assert bundle.generator.config.hidden_size == bundle.discriminator.config.hidden_size
+    assert bundle.generator_input == "source"
+    # Continuing from that pair with the flag keeps the trained generator.
+    again = tmp_path / "ft2"
+    train(FinetuneConfig(**{**cfg.__dict__, "init": str(out), "output": str(again), "max_steps": 1, "lr": 0.0}))
+    before, after = load_model(str(out)).generator, load_model(str(again)).generator
+    assert torch.equal(before.generator_predictions.dense.weight, after.generator_predictions.dense.weight)
+
+
 def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.calibrate import calibrate
     from corrector.models import load_model

@@ -33,6 +33,8 @@ HELP = {
     "extra_mask_prob": "share of characters also masked for the generator",
     "disc_weight": "λ: weight of the detection loss",
     "error_weight": "weight of the generator loss at wrong characters relative to the others (1: plain mean)",
+    "generator_from_discriminator": "start the generator from the discriminator's encoder (full width) instead of "
+                                    "the narrower pre-training generator",
     "seed": "random seed (dev split, data order, masking)",
 }
 

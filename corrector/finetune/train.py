@@ -63,6 +63,9 @@ class FinetuneConfig(LoopConfig):
     # copying what is written: at weight 1 a GPU fine-tune of ~1 epoch left the generator's
     # top-1 at errors at ~7% (it copies); >1 gives the correction itself a larger share.
     error_weight: float = 1.0
+    # Replace a narrower pre-training generator by one of the discriminator's width and weights
+    # (pretrain.modeling.generator_from_discriminator); no-op when it already has that width.
+    generator_from_discriminator: bool = False
     save_every: int = 200
 
 
@@ -169,12 +172,18 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
 def train(cfg: FinetuneConfig) -> Path:
     from transformers import AutoTokenizer
 
-    from ..pretrain.modeling import load_pair, set_attention
+    from ..pretrain.modeling import generator_from_discriminator, load_pair, set_attention
 
     accelerator, output = setup_run(cfg)
     log = accelerator.print
     check_generator_input(cfg.generator_input)
     discriminator, generator, tokenizer_dir = load_pair(cfg.init)
+    if cfg.generator_from_discriminator:
+        if generator.config.hidden_size == discriminator.config.hidden_size:
+            log("generator already has the discriminator's width: --generator-from-discriminator keeps it")
+        else:
+            generator = generator_from_discriminator(discriminator, generator)
+            log(f"generator: the discriminator's encoder, {generator.config.hidden_size} wide")
     setattr(generator.config, GENERATOR_INPUT_KEY, cfg.generator_input)  # saved with it: how to feed it
     set_attention((discriminator, generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))

@@ -75,6 +75,33 @@ def tie_embeddings(discriminator: ElectraForPreTraining, generator: ElectraForMa
     generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
 
 
+@torch.no_grad()
+def generator_from_discriminator(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM) -> ElectraForMaskedLM:
+    """A full-width generator whose encoder starts as a copy of the discriminator's, for CSC
+    fine-tuning (`finetune train --generator-from-discriminator`).
+
+    Why: in CSC the generator is the corrector (BERT-CSC: it reads the text as written and
+    predicts every character), and ELECTRA's discriminator is the network that learned the
+    better representations — its ¼–½-width generator is a pre-training device, and downstream
+    tasks fine-tune the discriminator (Clark et al. 2020). The new generator keeps the
+    discriminator's shape and encoder weights, the prediction head's LayerNorm and output bias
+    of `generator` (both live in the shared embedding space), and a fresh hidden→embedding
+    projection; its embeddings are tied to the discriminator's as in pre-training. How it
+    compared with the ½-width generator is in the model card (data/model/README.md, "What
+    limits it")."""
+    if discriminator.config.embedding_size != generator.config.embedding_size:
+        raise ValueError("the generator's prediction head must share the discriminator's embedding size "
+                         f"({generator.config.embedding_size} vs {discriminator.config.embedding_size})")
+    config = type(discriminator.config).from_dict(discriminator.config.to_dict())
+    config.architectures = ["ElectraForMaskedLM"]
+    wide = ElectraForMaskedLM(config)
+    wide.electra.load_state_dict(discriminator.electra.state_dict())
+    wide.generator_predictions.LayerNorm.load_state_dict(generator.generator_predictions.LayerNorm.state_dict())
+    wide.generator_lm_head.bias.copy_(generator.generator_lm_head.bias)
+    tie_embeddings(discriminator, wide)
+    return wide.to(device=discriminator.device, dtype=discriminator.dtype)
+
+
 def build_pair(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tuple[ElectraForPreTraining, ElectraForMaskedLM]:
     disc_config, gen_config = electra_configs(size, vocab_size, pad_token_id)
     discriminator = ElectraForPreTraining(disc_config)
