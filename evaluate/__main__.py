@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--system",
         default=DEFAULT_SYSTEM,
-        help="system(s) to run, comma-separated: identity, classic, corrector (default: corrector)",
+        help="system(s) to run, comma-separated: identity, classic, corrector, generator (default: corrector)",
     )
     parser.add_argument("--model", help="model directory or hub id (default: $CORRECTOR_MODEL or data/model)")
     parser.add_argument(

@@ -2,7 +2,9 @@
 
 * ``identity``  — returns every sentence unchanged (the floor: zero recall, zero FPR);
 * ``classic``   — `corrector.classic.ClassicCorrector` (pycorrector's former electra corrector);
-* ``corrector`` — `corrector.pipeline.Corrector`, this project's corrector (the default).
+* ``corrector`` — `corrector.pipeline.Corrector`, this project's corrector (the default);
+* ``generator`` — `corrector.generator_only.GeneratorCorrector`, the generator alone read as a
+  BERT-CSC corrector (its top character everywhere), to see what the networks do by themselves.
 
 The model-backed systems are imported only when asked for, so the evaluator (and its tests) work
 without them; when several run in one invocation they share one loaded model.
@@ -18,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from corrector.result import Edit, Result
 
-SYSTEM_NAMES = ("identity", "classic", "corrector")
+SYSTEM_NAMES = ("identity", "classic", "corrector", "generator")
 DEFAULT_SYSTEM = "corrector"
 
 
@@ -149,6 +151,10 @@ class SystemFactory:
             from corrector.classic import ClassicCorrector
 
             system = ClassicCorrector(model=self.bundle(), device=self.device)
+        elif name == "generator":
+            from corrector.generator_only import GeneratorCorrector
+
+            system = GeneratorCorrector(model=self.bundle(), device=self.device)
         else:
             raise ValueError(f"unknown system {name!r}; choose from {', '.join(SYSTEM_NAMES)}")
         path = self.model_path()

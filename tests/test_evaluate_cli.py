@@ -225,12 +225,12 @@ def test_identity_scores_zero_on_shared_sighan15(spec):
 
 
 def test_model_systems_smoke(tiny_model_dir):
-    """corrector and classic on the tiny random model: the evaluator runs them and scores sanely."""
+    """corrector, classic and generator on the tiny random model: the evaluator runs them and scores sanely."""
     pytest.importorskip("corrector.pipeline")
     pytest.importorskip("corrector.classic")
     from evaluate.systems import build_systems
 
-    systems, errors = build_systems(["classic", "corrector"], model=str(tiny_model_dir))
+    systems, errors = build_systems(["classic", "corrector", "generator"], model=str(tiny_model_dir))
     assert not errors, errors
     dataset = read_dataset(MINI)
     for system in systems:
