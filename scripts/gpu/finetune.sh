@@ -5,7 +5,7 @@
 #
 # Inputs under DATA (default .gpu, git-ignored): $DATA/ft/synth.tsv.xz (`finetune synth`) and the
 # six real training sets $DATA/ft/{train2013,train2014,train2015,law.train,med.train,odw.train}.tsv
-# Env: INIT NAME BUDGET GUARD BATCH LR MODE REAL_TIMES STEPS EXTRA_FT (e.g. --error-weight 10)
+# Env: INIT NAME BUDGET GUARD BATCH LR MODE REAL_TIMES STEPS EXTRA_FT (e.g. "--error-weight 10 --generator-from-discriminator")
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
