@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .candidates import cjk_bias
 from .detection import make_batch
 from .models import ModelBundle, load_model
 from .result import Edit, Result
@@ -29,10 +30,7 @@ class GeneratorCorrector:
     def __init__(self, model: str | ModelBundle | None = None, device: str = "cpu", max_positions: int = 128) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
         self.max_positions = max(1, min(max_positions, self.bundle.max_length))
-        vocab_size = self.bundle.generator.config.vocab_size
-        # Only CJK characters are proposed (as in the corrector): -inf on every other id.
-        self.cjk_bias = torch.full((vocab_size,), float("-inf"))
-        self.cjk_bias[[i for i in self.bundle.tokenizer.cjk_ids if i < vocab_size]] = 0.0
+        self.cjk_bias = cjk_bias(self.bundle)  # only CJK characters are proposed, as in the corrector
 
     def correct(self, text: str, threshold: float | None = None) -> Result:
         return self.correct_batch([text], threshold=threshold)[0]
