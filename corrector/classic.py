@@ -49,14 +49,10 @@ class ClassicCorrector:
     def correct(self, text: str, threshold: float | None = None) -> Result:
         if not isinstance(text, str):
             raise TypeError(f"text is {type(text).__name__}, expected str")
-        chars = list(text)
         edits: list[Edit] = []
         for chunk in split_text(text, self.max_positions, overlap=16):
-            edits.extend(self._correct_chunk(text, chars, chunk))
-        edits = [e for e in edits if threshold is None or e.confidence >= threshold]
-        for edit in edits:
-            chars[edit.position] = edit.target
-        return Result(source=text, target="".join(chars) if edits else text, edits=sorted(edits, key=lambda e: e.position))
+            edits.extend(self._correct_chunk(text, chunk))
+        return Result.applying(text, [e for e in edits if threshold is None or e.confidence >= threshold])
 
     def correct_batch(
         self, texts: Sequence[str], batch_size: int | None = None, threshold: float | None = None
@@ -64,7 +60,7 @@ class ClassicCorrector:
         return [self.correct(text, threshold=threshold) for text in texts]  # one at a time, as the original
 
     @torch.inference_mode()
-    def _correct_chunk(self, text: str, chars: list[str], chunk) -> list[Edit]:
+    def _correct_chunk(self, text: str, chunk) -> list[Edit]:
         bundle, tok = self.bundle, self.bundle.tokenizer
         enc = tok.encode(text[chunk.start:chunk.end])
         offsets = [chunk.start + o for o in enc.offsets]

@@ -54,13 +54,7 @@ class GeneratorCorrector:
                     if chunk.own_start <= offset < chunk.own_end and is_cjk(source) and target != source:
                         if threshold is None or confidence >= threshold:
                             edits[k].append(Edit(offset, source, target, round(confidence, 4)))
-        results = []
-        for text, found in zip(texts, edits, strict=True):
-            chars = list(text)
-            for edit in found:
-                chars[edit.position] = edit.target
-            results.append(Result(text, "".join(chars) if found else text, sorted(found, key=lambda e: e.position)))
-        return results
+        return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
     @torch.inference_mode()
     def _read(self, encodings) -> list[dict[int, tuple[str, float]]]:
@@ -70,8 +64,9 @@ class GeneratorCorrector:
         batch = make_batch([list(e.ids) for e in encodings], bundle)
         with bundle.autocast():
             logits = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        probs = logits[:, 1:-1].float().cpu().softmax(-1)
-        best, best_ids = (probs + self.cjk_bias).max(-1)  # -inf bias: top CJK id, its probability
+        logits = logits[:, 1:-1].float().cpu()
+        best_logits, best_ids = (logits + self.cjk_bias).max(-1)  # the top CJK id (-inf elsewhere)
+        best = (best_logits - logits.logsumexp(-1)).exp()  # its probability, without a softmax over V
         out = []
         for row, encoding in enumerate(encodings):
             ids = torch.tensor(encoding.ids)

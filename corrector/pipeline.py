@@ -297,13 +297,7 @@ class Corrector:
         edits: list[list[Edit]] = [[] for _ in texts]
         for item, accepted in self._run(texts, batch_size, threshold, calibrate=False):
             edits[item.text_index].extend(accepted)
-        results = []
-        for text, found in zip(texts, edits, strict=True):
-            chars = list(text)
-            for edit in found:
-                chars[edit.position] = edit.target
-            results.append(Result(source=text, target="".join(chars), edits=sorted(found, key=lambda e: e.position)))
-        return results
+        return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
     def score_candidates(
         self, texts: Sequence[str], batch_size: int | None = None, detection_threshold: float | None = None

@@ -32,3 +32,11 @@ class Result:
     @classmethod
     def unchanged(cls, text: str) -> Result:
         return cls(source=text, target=text, edits=[])
+
+    @classmethod
+    def applying(cls, text: str, edits: list[Edit]) -> Result:
+        """`text` with one-character `edits` written in (at most one per position), edits sorted."""
+        chars = list(text)
+        for edit in edits:
+            chars[edit.position] = edit.target
+        return cls(source=text, target="".join(chars), edits=sorted(edits, key=lambda e: e.position))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -176,7 +177,7 @@ def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny
     assert bundle.generator_input == "source"
     # Continuing from that pair with the flag keeps the trained generator.
     again = tmp_path / "ft2"
-    train(FinetuneConfig(**{**cfg.__dict__, "init": str(out), "output": str(again), "max_steps": 1, "lr": 0.0}))
+    train(dataclasses.replace(cfg, init=str(out), output=str(again), max_steps=1, lr=0.0))
     before, after = load_model(str(out)).generator, load_model(str(again)).generator
     assert torch.equal(before.generator_predictions.dense.weight, after.generator_predictions.dense.weight)
 
