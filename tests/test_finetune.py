@@ -67,12 +67,46 @@ def test_synthetic_errors_are_deterministic(confusion):
 
 
 def test_synthetic_substitutes_are_confusable(confusion):
-    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=0, kind_weights=(1, 0, 0, 0)))
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=0, kind_weights=(1, 0, 0, 0, 0)))
     for _ in range(50):
         out = synthesizer.corrupt("应该")
         for a, b in zip(out, "应该", strict=True):
             if a != b:
                 assert confusion.relation(b, a), f"{b}->{a} is a confusion pair"
+
+
+# A lexicon for the homophone-word kind, so the test need not index jieba's 300k words.
+LEXICON = {"债务": 500, "宅舞": 20, "习惯": 900, "惜贯": 5, "事务": 300, "实物": 200, "罕见词": 1, "应该": 900}
+
+
+def test_homophone_words_replace_whole_words(confusion):
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=0, kind_weights=(0, 0, 0, 0, 1),
+                                                                 error_counts=(0, 0, 1, 0)), lexicon=LEXICON)
+    # The word 债务 (zhai wu) becomes the lexicon's only other word read so: both characters
+    # wrong at once, the error that character-by-character substitution does not make.
+    assert [synthesizer.corrupt("债务。") for _ in range(10)] == ["宅舞。"] * 10
+    assert synthesizer.stats.substitutions["homophone_word"] == 20
+    # Where the drawn position's word has no homophone (政府, 很), a same-pinyin character instead.
+    out = synthesizer.corrupt("政府很好")
+    assert sum(a != b for a, b in zip(out, "政府很好", strict=True)) == 2
+    # A budget of one wrong character allows only homophone words that differ in one.
+    single = ErrorSynthesizer(confusion, config=SynthConfig(seed=1, kind_weights=(0, 0, 0, 0, 1),
+                                                            error_counts=(0, 1, 0, 0)), lexicon=LEXICON)
+    for _ in range(20):
+        out = single.corrupt("习惯")
+        assert sum(a != b for a, b in zip(out, "习惯", strict=True)) == 1
+    assert single.stats.substitutions["homophone_word"] == 0, "惜贯 differs in two characters"
+    assert single.stats.substitutions["same_pinyin"] == 20
+
+
+def test_homophone_word_kind_off_reproduces_earlier_pairs(confusion):
+    """Weight 0 for the homophone-word kind draws the same random numbers as before it existed."""
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=5, kind_weights=(0.6, 0.15, 0.2, 0.05, 0)))
+    pairs = [synthesizer.corrupt(s) for s in CLEAN * 20]
+    assert synthesizer.stats.substitutions["homophone_word"] == 0
+    assert sum(p != s for p, s in zip(pairs, CLEAN * 20, strict=True)) > 50
+    with pytest.raises(ValueError, match="5 weights"):
+        ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=(0.6, 0.15, 0.2, 0.05)))
 
 
 def test_reservoir_sample_and_tsv(tmp_path: Path):
@@ -257,9 +291,12 @@ def test_error_breakdown_sorts_every_dev_error_into_one_stage():
     ]
     counts = error_breakdown(candidates, sources, targets, scorer, detection_threshold=0.05)
     assert counts == {"errors": 2, "corrected": 1, "below_threshold": 1, "outranked": 0, "no_candidate": 0,
-                      "false_alarms": 1}
+                      "false_alarms": 1, "adjacent_errors": 0, "adjacent_corrected": 0}
     candidates[2] = cand(0, 3, "坐", "做", 2.0)  # now only a wrong character is proposed there
     counts = error_breakdown(candidates + [cand(0, 3, "坐", "座", 1.0)], sources, targets, scorer, 0.05)
     assert counts["outranked"] == 1 and counts["below_threshold"] == 0
     counts = error_breakdown(candidates, sources, targets, scorer, 0.05)
     assert counts["no_candidate"] == 1
+    # A word typed wrong as a whole (宅舞 for 债务): two errors side by side, here one corrected.
+    counts = error_breakdown([cand(0, 0, "宅", "债", 3.0)], ["宅舞很重"], ["债务很重"], scorer, 0.05)
+    assert counts["adjacent_errors"] == 2 and counts["adjacent_corrected"] == 1 and counts["corrected"] == 1

@@ -18,6 +18,7 @@ import sys
 
 from ..models import GENERATOR_INPUTS
 from ..training import add_config_arguments, config_from_args
+from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
 
 HELP = {
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--size", type=int, default=50000, help="sentences to sample (default: 50000)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     synth.add_argument("--error-free", type=float, default=0.3, help="share of sentences left error-free (default: 0.3)")
+    synth.add_argument("--kind-weights", type=float, nargs=5, metavar="W",
+                       help=f"weights of the substitution kinds {' '.join(KINDS)} (default: "
+                            f"{' '.join(map(str, SynthConfig.kind_weights))}; a last weight of 0 makes the pairs of "
+                            "releases before the homophone-word kind)")
     synth.add_argument("--vocab", help="model/tokenizer dir: only characters of its vocabulary become substitutes")
 
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
@@ -160,10 +165,12 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 def run_synth(args: argparse.Namespace) -> int:
     from ..confusion import ConfusionSet
-    from .synth import ErrorSynthesizer, SynthConfig, iter_sentences, reservoir_sample, write_pairs
+    from .synth import ErrorSynthesizer, iter_sentences, reservoir_sample, write_pairs
 
     rest = 1.0 - args.error_free
     config = SynthConfig(error_counts=(args.error_free, rest * 0.64, rest * 0.24, rest * 0.12), seed=args.seed)
+    if args.kind_weights:
+        config.kind_weights = tuple(args.kind_weights)
     allowed = None
     if args.vocab:
         from transformers import AutoTokenizer

@@ -59,7 +59,10 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     `detect_prob` is not above `detection_threshold` count as not examined. Keys: `errors`,
     `corrected`, `below_threshold` (the gold character ranked first, confidence under the
     threshold), `outranked` (another candidate ranked first), `no_candidate` (the gold character
-    not proposed, or the position not examined), and `false_alarms` (edits at correct characters).
+    not proposed, or the position not examined), and `false_alarms` (edits at correct characters);
+    then `adjacent_errors`, the errors next to another error (a word typed wrong as a whole, 宅舞
+    for 债务), and how many of them are `adjacent_corrected` — the candidates are single
+    characters, each scored in a context where its neighbour is still wrong.
     For a scorer that reads `recheck_prob` this is approximate: the candidates' recheck values
     are those of the pass that produced them, not of a recheck under `scorer`."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
@@ -70,20 +73,26 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
         if key not in best or conf > best[key][0]:
             best[key] = (conf, cand.target)
     proposed = {(c.text_index, c.position, c.target) for c in examined}
-    counts = dict.fromkeys(("errors", "corrected", "below_threshold", "outranked", "no_candidate", "false_alarms"), 0)
+    counts = dict.fromkeys(("errors", "corrected", "below_threshold", "outranked", "no_candidate", "false_alarms",
+                            "adjacent_errors", "adjacent_corrected"), 0)
     for t, (source, target) in enumerate(zip(sources, targets, strict=True)):
-        for i, (written, gold) in enumerate(zip(source, target, strict=True)):
+        wrong = {i for i, (written, gold) in enumerate(zip(source, target, strict=True)) if written != gold}
+        for i, gold in enumerate(target):
             top = best.get((t, i))
-            if written == gold:
+            if i not in wrong:
                 counts["false_alarms"] += top is not None and top[0] >= scorer.threshold
                 continue
             counts["errors"] += 1
             if (t, i, gold) not in proposed:
-                counts["no_candidate"] += 1
+                stage = "no_candidate"
             elif top[1] != gold:
-                counts["outranked"] += 1
+                stage = "outranked"
             else:
-                counts["corrected" if top[0] >= scorer.threshold else "below_threshold"] += 1
+                stage = "corrected" if top[0] >= scorer.threshold else "below_threshold"
+            counts[stage] += 1
+            if i - 1 in wrong or i + 1 in wrong:
+                counts["adjacent_errors"] += 1
+                counts["adjacent_corrected"] += stage == "corrected"
     return counts
 
 

@@ -6,6 +6,7 @@
 # Inputs under DATA (default .gpu, git-ignored): $DATA/ft/synth.tsv.xz (`finetune synth`) and the
 # six real training sets $DATA/ft/{train2013,train2014,train2015,law.train,med.train,odw.train}.tsv
 # Env: INIT NAME BUDGET GUARD BATCH LR MODE REAL_TIMES STEPS EXTRA_FT (e.g. "--error-weight 10 --generator-from-discriminator")
+#      SYNTH: another synthetic set under $DATA/ft (default synth.tsv.xz), e.g. one made with homophone words
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -16,7 +17,8 @@ MODE=${MODE:-source}; PROBE=${PROBE:-60}; PACK=${PACK:-1}
 LOGS=${LOGS:-$OUT}; mkdir -p "$LOGS"
 FT=$DATA/ft
 REAL=($FT/train2013.tsv $FT/train2014.tsv $FT/train2015.tsv $FT/law.train.tsv $FT/med.train.tsv $FT/odw.train.tsv)
-[ -f /tmp/synth.tsv ] || { xz -dc $FT/synth.tsv.xz > /tmp/synth.tsv.tmp && mv /tmp/synth.tsv.tmp /tmp/synth.tsv; }
+SYNTH=${SYNTH:-synth.tsv.xz}; PAIRS=/tmp/${SYNTH%.xz}
+[ -f "$PAIRS" ] || { xz -dc "$FT/$SYNTH" > "$PAIRS.tmp" && mv "$PAIRS.tmp" "$PAIRS"; }
 COMMON=(--init "$INIT" --dev-from "${REAL[@]}" --dev-share 0.08 --batch-size "$BATCH" --generator-input "$MODE" --seed 42 --save-every 1000000)
 if [ -z "${STEPS:-}" ]; then
 rm -rf /tmp/$NAME-probe
@@ -28,7 +30,7 @@ secs = r[-1]['time'] - r[0]['time']; steps = r[-1]['step'] - r[0]['step']
 print(int($BUDGET * steps / max(secs, 1e-6)))")
 fi
 echo "$NAME: $STEPS steps"
-$PY -m corrector.finetune train "${COMMON[@]}" --train /tmp/synth.tsv $(for _ in $(seq ${REAL_TIMES:-2}); do echo "${REAL[@]}"; done) --output /tmp/$NAME --max-steps "$STEPS" \
+$PY -m corrector.finetune train "${COMMON[@]}" --train "$PAIRS" $(for _ in $(seq ${REAL_TIMES:-2}); do echo "${REAL[@]}"; done) --output /tmp/$NAME --max-steps "$STEPS" \
   --warmup-steps $((STEPS / 10)) --lr "$LR" --log-every 50 --max-minutes "$GUARD" ${EXTRA_FT:-} > "$LOGS/$NAME.log" 2>&1 || { tail -30 "$LOGS/$NAME.log"; exit 1; }
 show_metrics /tmp/$NAME gen_loss disc_loss det_precision det_recall gen_acc_errors gen_acc_other
 [ "$PACK" = 1 ] || exit 0
