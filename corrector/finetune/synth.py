@@ -126,17 +126,26 @@ class ErrorSynthesizer:
             self._homophones = dict(index)
         return self._homophones
 
-    def _homophone_word(self, chars: list[str], start: int, end: int, budget: int) -> str | None:
-        """A lexicon word read like chars[start:end] that differs from it in 1..`budget`
-        characters, drawn with weight sqrt(count) (an input method offers frequent words first)."""
+    def _write_homophone(self, chars: list[str], words: list[tuple[int, int]], position: int,
+                         changed: set[int], budget: int) -> list[int]:
+        """Replace the word holding `position` (2-4 CJK characters, none changed yet) by a lexicon
+        word read the same that differs from it in 1..`budget` characters, drawn with weight
+        sqrt(count) (an input method offers frequent words first). The offsets written; none
+        when there is no such word."""
         from pypinyin import lazy_pinyin
 
+        start, end = next(((a, b) for a, b in words if a <= position < b), (position, position + 1))
         word = "".join(chars[start:end])
+        if not 2 <= len(word) <= 4 or changed & set(range(start, end)) or not all(is_cjk(ch) for ch in word):
+            return []
         options = [(other, count) for other, count in self._homophone_index().get(tuple(lazy_pinyin(word)), ())
                    if other != word and sum(a != b for a, b in zip(other, word, strict=True)) <= budget]
         if not options:
-            return None
-        return self.rng.choices([w for w, _ in options], weights=[c ** 0.5 for _, c in options])[0]
+            return []
+        other = self.rng.choices([w for w, _ in options], weights=[c ** 0.5 for _, c in options])[0]
+        written = [offset for offset, char in enumerate(other, start=start) if chars[offset] != char]
+        chars[start:end] = other
+        return written
 
     def corrupt(self, sentence: str) -> str:
         """A copy of `sentence` with 0-3 substituted CJK characters."""
@@ -145,7 +154,7 @@ class ErrorSynthesizer:
         self.rng.shuffle(positions)
         chars = list(sentence)
         changed: set[int] = set()
-        words: list[tuple[int, int]] | None = None  # jieba's segmentation, when a word kind is drawn
+        words: list[tuple[int, int]] | None = None  # jieba's segmentation, once a word kind is drawn
         for position in positions:
             if len(changed) >= count:
                 break
@@ -153,19 +162,12 @@ class ErrorSynthesizer:
                 continue
             first = self.rng.choices(range(len(KINDS)), weights=self.config.kind_weights)[0]
             if KINDS[first] == "homophone_word":
-                if words is None:
-                    words = _word_spans(sentence)
-                span = next(((a, b) for a, b in words if a <= position < b), None)
-                if (span is not None and 2 <= span[1] - span[0] <= 4 and not changed & set(range(*span))
-                        and all(is_cjk(ch) for ch in sentence[span[0]:span[1]])):
-                    other = self._homophone_word(chars, *span, budget=count - len(changed))
-                    if other is not None:
-                        for offset, char in enumerate(other, start=span[0]):
-                            if chars[offset] != char:
-                                chars[offset] = char
-                                changed.add(offset)
-                                self.stats.substitutions["homophone_word"] += 1
-                        continue
+                words = _word_spans(sentence) if words is None else words
+                written = self._write_homophone(chars, words, position, changed, count - len(changed))
+                if written:
+                    changed.update(written)
+                    self.stats.substitutions["homophone_word"] += len(written)
+                    continue
                 first = 0  # no homophone word here: a character of the same pinyin instead
             replacement = self._substitute(chars[position], first)
             if replacement is None:
