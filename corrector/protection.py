@@ -18,6 +18,7 @@ import math
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 PROPER_NOUN_TAGS = frozenset({"nr", "nrfg", "nrt", "ns", "nt", "nz"})
 
@@ -25,19 +26,19 @@ _init_lock = threading.Lock()
 _initialized = False
 
 
-def ensure_jieba() -> None:
-    """Load jieba's dictionary once, quietly, before any thread uses it."""
+def ensure_jieba() -> ModuleType:
+    """jieba, its dictionary loaded once, quietly, before any thread uses it (and jieba.posseg)."""
     global _initialized
-    if _initialized:
-        return
-    with _init_lock:
-        if not _initialized:
-            import jieba
-            import jieba.posseg  # noqa: F401  (loads the POS tag table)
+    import jieba
+    import jieba.posseg  # noqa: F401  (loads the POS tag table)
 
-            jieba.setLogLevel(logging.WARNING)
-            jieba.initialize()
-            _initialized = True
+    if not _initialized:
+        with _init_lock:
+            if not _initialized:
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _initialized = True
+    return jieba
 
 
 def read_whitelist(path: str | Path) -> list[str]:
@@ -61,12 +62,9 @@ def whitelisted_offsets(text: str, terms: Iterable[str]) -> set[int]:
 
 def proper_noun_offsets(text: str, hmm: bool = False) -> set[int]:
     """Offsets in text covered by multi-character proper-noun tokens."""
-    import jieba.posseg
-
-    ensure_jieba()
     covered: set[int] = set()
     index = 0
-    for pair in jieba.posseg.cut(text, HMM=hmm):
+    for pair in ensure_jieba().posseg.cut(text, HMM=hmm):
         word, flag = pair.word, pair.flag
         if flag in PROPER_NOUN_TAGS and len(word) >= 2:
             covered.update(range(index, index + len(word)))
@@ -78,10 +76,7 @@ class WordFrequency:
     """log10(1 + frequency) of the best dictionary word covering a position (jieba.dt.FREQ)."""
 
     def __init__(self, min_len: int = 2, max_len: int = 4) -> None:
-        import jieba
-
-        ensure_jieba()
-        self.freq = jieba.dt.FREQ  # read-only after initialisation
+        self.freq = ensure_jieba().dt.FREQ  # read-only after initialisation
         self.min_len, self.max_len = min_len, max_len
 
     def context(self, text: str, position: int) -> list[tuple[str, list[str]]]:

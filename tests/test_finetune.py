@@ -99,7 +99,7 @@ def test_homophone_words_replace_whole_words(confusion):
     assert single.stats.substitutions["same_pinyin"] == 20
 
 
-def test_homophone_word_kind_off_reproduces_earlier_pairs(confusion):
+def test_homophone_word_kind_off_makes_character_errors_only(confusion):
     """Weight 0 for the homophone-word kind: character substitutions only, and a 4-weight config
     (from before the kind existed) is refused rather than misread. (That weight 0 draws the very
     pairs of the earlier code was checked against it on 2,000 corpus sentences, session 12.)"""

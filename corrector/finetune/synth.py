@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, ConfusionSet
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files, split_sentences
+from ..protection import ensure_jieba
 from ..tokenization import is_cjk
 
 KINDS = ("same_pinyin", "similar_pinyin", "similar_shape", "random", "homophone_word")
@@ -110,14 +111,7 @@ class ErrorSynthesizer:
         if self._homophones is None:
             from pypinyin import lazy_pinyin
 
-            lexicon = self.lexicon
-            if lexicon is None:
-                import jieba
-
-                from ..protection import ensure_jieba
-
-                ensure_jieba()
-                lexicon = jieba.dt.FREQ
+            lexicon = self.lexicon if self.lexicon is not None else ensure_jieba().dt.FREQ
             index: dict[tuple[str, ...], list[tuple[str, int]]] = defaultdict(list)
             for word, count in sorted(lexicon.items()):
                 if (count >= self.config.min_word_frequency and 2 <= len(word) <= 4
@@ -182,12 +176,7 @@ class ErrorSynthesizer:
 
 def _word_spans(sentence: str) -> list[tuple[int, int]]:
     """(start, end) of each word of jieba's segmentation (dictionary only, no HMM guesses)."""
-    import jieba
-
-    from ..protection import ensure_jieba
-
-    ensure_jieba()
-    return [(start, end) for _, start, end in jieba.tokenize(sentence, HMM=False)]
+    return [(start, end) for _, start, end in ensure_jieba().tokenize(sentence, HMM=False)]
 
 
 def iter_sentences(corpus: Iterable[str | Path], synthesizer: ErrorSynthesizer) -> Iterator[str]:
