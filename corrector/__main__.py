@@ -36,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-edits", type=int, default=None, help="most edits per sentence (default 4)")
     parser.add_argument("--whitelist", help="file of terms never to change, one per line")
     parser.add_argument("--confusion", help="file of extra confusion pairs: 'a b' or 'a:bcd' per line")
+    parser.add_argument("--traditional", choices=["tw", "hk", "t", "off"], default="tw",
+                        help="traditional-script texts are corrected in simplified form and written back in this "
+                             "variant: tw (Taiwan, default), hk (Hong Kong), t (OpenCC standard); off: as written")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 on a busy machine)")
     parser.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                         help="int8 networks (the default on CPU: ~1.4x faster, same F1); --no-quantize for fp32")
@@ -77,17 +80,21 @@ def build_corrector(args: argparse.Namespace):
         from .classic import ClassicCorrector
 
         return ClassicCorrector(bundle, confusion_file=args.confusion)
-    from .pipeline import DEFAULT_MAX_EDITS, Corrector
+    from .pipeline import DEFAULT_MAX_EDITS, Corrector, CorrectorConfig
 
     whitelist = Path(args.whitelist) if args.whitelist else ()
+    config = CorrectorConfig(
+        batch_size=args.batch_size,
+        max_edits_per_sentence=args.max_edits if args.max_edits is not None else DEFAULT_MAX_EDITS,
+        traditional=None if args.traditional == "off" else args.traditional,
+    )
     return Corrector(
         bundle,
         threshold=args.threshold,
         detection_threshold=args.detection_threshold,
         whitelist=whitelist,
         confusion_file=args.confusion,
-        max_edits_per_sentence=args.max_edits if args.max_edits is not None else DEFAULT_MAX_EDITS,
-        batch_size=args.batch_size,
+        config=config,
         quantize=args.quantize,
         bf16=args.bf16,
     )

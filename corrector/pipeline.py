@@ -60,6 +60,7 @@ from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whit
 from .quantization import int8_copy
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
+from .script import ScriptConverter
 from .segmentation import Chunk, sentence_spans, split_text
 from .tokenization import is_cjk
 
@@ -92,6 +93,10 @@ class CorrectorConfig:
     # calling thread either way, on the process's torch threads (one SIGHAN sentence, lean int8
     # encoder: p50 18.8-19.0 ms on one thread or two; before it, 18 on two vs 23 on one).
     workers: int | None = None
+    # Traditional-script texts are read in simplified script and their corrections written back
+    # in this OpenCC variant ("tw" Taiwan, "hk" Hong Kong, "t" OpenCC's standard forms; script.py);
+    # None: every text goes to the model as written.
+    traditional: str | None = "tw"
 
 
 @dataclass
@@ -258,6 +263,7 @@ class Corrector:
             tok = self.bundle.tokenizer
             self.vocab_to_lm = self.bundle.ngram.ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
+        self.script = ScriptConverter(self.config.traditional) if self.config.traditional else None
         self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
         workers = self.config.workers
@@ -294,9 +300,13 @@ class Corrector:
     ) -> list[Result]:
         """Correct many texts; `threshold` overrides the minimum edit confidence for this call."""
         threshold = self.scorer.threshold if threshold is None else float(threshold)
+        model_texts = self._model_texts(texts)
         edits: list[list[Edit]] = [[] for _ in texts]
-        for item, accepted in self._run(texts, batch_size, threshold, calibrate=False):
+        for item, accepted in self._run(model_texts, batch_size, threshold, calibrate=False, originals=texts):
             edits[item.text_index].extend(accepted)
+        if self.script is not None:
+            edits = [self.script.restore(text, model_text, found)
+                     for text, model_text, found in zip(texts, model_texts, edits, strict=True)]
         return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
     def score_candidates(
@@ -309,17 +319,26 @@ class Corrector:
         top `recheck_top` candidates of every position are rechecked whatever their score, so
         `recheck_prob` is measured for the candidates that matter however the weights are set.
         A lower `detection_threshold` here yields candidates for positions the detector is
-        unsure about too.
+        unsure about too. A traditional-script text is scored as the model reads it: `source` and
+        `target` are then simplified characters.
         """
         out: list[ScoredCandidate] = []
-        for _, scored in self._run(texts, batch_size, self.scorer.threshold, calibrate=True,
-                                   detection_threshold=detection_threshold):
+        for _, scored in self._run(self._model_texts(texts), batch_size, self.scorer.threshold, calibrate=True,
+                                   detection_threshold=detection_threshold, originals=texts):
             out.extend(scored)
         return out
 
     # ---- the pipeline -----------------------------------------------------------------------
 
-    def _items(self, texts: Sequence[str]) -> list[_Item]:
+    def _model_texts(self, texts: Sequence[str]) -> list[str]:
+        """The texts as the model reads them: traditional ones in simplified script (script.py)."""
+        if self.script is None:
+            return list(texts)
+        return [self.script.model_text(text) if isinstance(text, str) else text for text in texts]
+
+    def _items(self, texts: Sequence[str], originals: Sequence[str] | None = None) -> list[_Item]:
+        """`texts` as the model reads them; `originals` as written, where they differ (a
+        whitelisted term matches in either form)."""
         tok = self.bundle.tokenizer
         items = []
         for t, text in enumerate(texts):
@@ -328,6 +347,8 @@ class Corrector:
             if not any(is_cjk(ch) for ch in text):
                 continue
             frozen = whitelisted_offsets(text, self.whitelist)
+            if originals is not None and originals[t] != text:
+                frozen |= whitelisted_offsets(originals[t], self.whitelist)
             for chunk in split_text(text, self.max_positions, self.config.overlap):
                 enc = tok.encode(text[chunk.start:chunk.end])
                 offsets = [chunk.start + o for o in enc.offsets]
@@ -338,11 +359,11 @@ class Corrector:
                     items.append(_Item(t, chunk, enc.ids, offsets, editable))
         return items
 
-    def _run(self, texts, batch_size, threshold, calibrate, detection_threshold=None):
+    def _run(self, texts, batch_size, threshold, calibrate, detection_threshold=None, originals=None):
         """Yield (item, accepted edits) or, when calibrating, (item, scored candidates)."""
         batch_size = max(1, batch_size or self.config.batch_size)
         det_threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
-        items = self._items(texts)
+        items = self._items(texts, originals)
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
         if self.workers > 1 and len(items) >= self.workers * MIN_SPLIT_ITEMS:
             # Split so that every worker gets a share (32: 2 x 16). Fewer texts stay one batch: two

@@ -28,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same "
                         "F1, confidences move by up to a few 1e-2 (default off)")
+    p.add_argument("--traditional", choices=["tw", "hk", "t", "off"],
+                   help="variant that traditional-script texts are written back in (default tw; off: no conversion)")
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")
     p.add_argument("--max-batch-size", type=int, help="most texts in one forward pass (default 32)")

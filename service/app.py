@@ -37,11 +37,16 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     """The real corrector for `settings.model` (None: the library's default model)."""
     import torch
 
-    from corrector.pipeline import Corrector  # imported here: tests with a fake never pay for it
+    from corrector.pipeline import (  # imported here: tests with a fake never pay for it
+        Corrector,
+        CorrectorConfig,
+    )
 
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
-    corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16)
+    config = CorrectorConfig(traditional=None if settings.traditional == "off" else settings.traditional)
+    corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
+                          config=config)
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores

@@ -7,6 +7,8 @@ into these variables before starting uvicorn; `uvicorn service.app:app` reads th
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -39,6 +41,9 @@ class Settings(BaseSettings):
     # bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same dev
     # F1, confidences move by up to a few 1e-2 (0.037 between a text alone and in a batch).
     bf16: bool = False
+    # Traditional-script texts are corrected in simplified form and written back in this OpenCC
+    # variant (corrector/script.py): "tw", "hk", "t"; "off": every text as written.
+    traditional: Literal["tw", "hk", "t", "off"] = "tw"
     # One tiny correction at start-up so the first real request does not pay for lazy init.
     warmup: bool = True
 

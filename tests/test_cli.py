@@ -98,3 +98,13 @@ def test_module_entry_point_with_stdin(model):
     )
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout.decode().split("\n") == [RIGHT, "", "hello 世界", ""]
+
+
+def test_traditional_text_is_corrected_in_its_script(model, capsys):
+    assert main(["--model", model, "少先隊員因該為老人讓坐"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "少先隊員應該為老人讓座"
+    assert [line.split("\t")[1] for line in lines[1:]] == ["因 -> 應", "坐 -> 座"]
+    # --traditional off: the model reads the characters as written (the tiny model knows none of them)
+    assert main(["--model", model, "--traditional", "off", "少先隊員因該為老人讓坐"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] != "少先隊員應該為老人讓座"

@@ -493,6 +493,23 @@ def test_precision_settings_reach_the_corrector(tiny_model_dir):
     assert default.correct("少先队员因该为老人让坐").source == "少先队员因该为老人让坐"
 
 
+def test_traditional_setting_reaches_the_corrector(tiny_model_dir, monkeypatch):
+    import torch
+
+    from service.app import load_corrector
+
+    threads = torch.get_num_threads()
+    try:
+        assert load_corrector(Settings(model=str(tiny_model_dir))).script.variant == "tw"
+        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="hk")).script.variant == "hk"
+        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="off")).script is None
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setenv("CSC_SERVICE_TRADITIONAL", "jp")
+    with pytest.raises(ValueError, match="traditional"):
+        Settings()
+
+
 def test_tiny_model_health_names_the_model(tiny_client, tiny_model_dir):
     body = tiny_client.get("/health").json()
     assert body["ready"] is True and str(tiny_model_dir) in body["model"]

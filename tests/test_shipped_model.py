@@ -65,3 +65,9 @@ def test_cli_with_default_model():
     for edit in output["edits"]:
         assert output["source"][edit["position"]] == edit["source"]
         assert output["target"][edit["position"]] == edit["target"]
+
+
+def test_traditional_text_is_corrected_in_traditional_script(corrector):
+    result = corrector.correct("我們今天去學校上課，老師說因該要認真學習。")
+    assert result.target == "我們今天去學校上課，老師說應該要認真學習。"
+    assert [(e.position, e.source, e.target) for e in result.edits] == [(13, "因", "應")]

@@ -1,0 +1,118 @@
+"""Traditional-script text: read by the model in simplified form, corrections written back."""
+
+from __future__ import annotations
+
+import pytest
+from test_pipeline import RIGHT, WRONG, train_tiny
+
+from corrector.confusion import ConfusionSet
+from corrector.pipeline import Corrector, CorrectorConfig
+from corrector.result import Edit
+from corrector.script import ScriptConverter
+
+TRADITIONAL_WRONG = "少先隊員因該為老人讓坐"  # WRONG in traditional script
+
+
+@pytest.fixture(scope="module")
+def script() -> ScriptConverter:
+    return ScriptConverter("tw")
+
+
+@pytest.fixture(scope="module")
+def trained_model_dir(tmp_path_factory, one_thread) -> str:
+    path = tmp_path_factory.getbasetemp() / "trained_tiny"  # shared with test_pipeline.py
+    if not (path / "generator").exists():
+        train_tiny(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def confusion() -> ConfusionSet:
+    return ConfusionSet.build()
+
+
+def test_traditional_text_is_read_in_simplified_script(script):
+    assert script.model_text(TRADITIONAL_WRONG) == WRONG
+    assert script.model_text("我們今天去學校，看著頭髮。") == "我们今天去学校，看着头发。"  # Taiwan's 著 in 看著 is 着
+
+
+def test_simplified_and_script_neutral_text_is_left_as_written(script):
+    for text in (WRONG, "我在2024年用iPhone打电话给Tom。", "今天天气很好", "人工智能", "", "😀 abc"):
+        assert script.model_text(text) == text
+
+
+def test_mixed_text_follows_its_majority_script(script):
+    assert script.model_text("这个学校很好，學") == "这个学校很好，學"  # mostly simplified: as written
+    assert script.model_text("這個學校很好，学") == "这个学校很好，学"
+
+
+def test_offsets_survive_text_outside_chinese(script):
+    text = "訪問 https://example.com/路徑 😀😀\n全角ＡＢＣ１２３\t兩個  空格\r\n𠀀擴展B字"
+    simplified = script.model_text(text)
+    assert len(simplified) == len(text)
+    assert [i for i, (a, b) in enumerate(zip(text, simplified, strict=True)) if a != b] == [
+        i for i, ch in enumerate(text) if ch in "訪問徑兩個擴"]
+
+
+def test_text_that_does_not_encode_is_converted_character_by_character(script):
+    text = "學校\ud800學生"  # a lone surrogate: no UTF-8 for OpenCC
+    assert script.model_text(text) == "学校\ud800学生"
+
+
+def test_corrections_are_written_back_in_the_words_they_make(script):
+    # 头发 (hair) and 发现 (discover) share the simplified 发: the corrected word decides.
+    text = "她的頭法很長，我發現了。"
+    model_text = script.model_text(text)
+    edits = [Edit(position=3, source="法", target="发", confidence=0.9, kind="pinyin")]
+    assert script.restore(text, model_text, edits) == [
+        Edit(position=3, source="法", target="髮", confidence=0.9, kind="pinyin")]
+    text = "我法現了。"
+    assert script.restore(text, script.model_text(text), [Edit(1, "法", "发", 0.9)])[0].target == "發"
+
+
+def test_a_correction_that_only_changes_the_script_is_dropped(script):
+    text = "我們學校"
+    assert script.restore(text, script.model_text(text), [Edit(2, "学", "学", 0.9), Edit(3, "校", "校", 0.8)]) == []
+
+
+def test_variants_write_back_their_own_forms():
+    text = "因該"  # 该 -> 為/爲 is not a real correction; it shows the written form of each variant
+    assert ScriptConverter("tw").restore(text, "因该", [Edit(1, "该", "为", 0.9)])[0].target == "為"
+    assert ScriptConverter("t").restore(text, "因该", [Edit(1, "该", "为", 0.9)])[0].target == "爲"
+    with pytest.raises(ValueError, match="unknown traditional variant"):
+        ScriptConverter("jp")
+
+
+def test_corrector_corrects_traditional_text_in_its_script(trained_model_dir, confusion):
+    corrector = Corrector(trained_model_dir, confusion=confusion)
+    result = corrector.correct(TRADITIONAL_WRONG)
+    assert result.source == TRADITIONAL_WRONG
+    assert result.target == "少先隊員應該為老人讓座"
+    assert [(e.position, e.source, e.target, e.kind) for e in result.edits] == [
+        (4, "因", "應", "pinyin"), (10, "坐", "座", "pinyin")]
+    # The same corrections, with the same confidences, as for the simplified text.
+    simplified = corrector.correct(WRONG)
+    assert simplified.target == RIGHT
+    assert [e.confidence for e in result.edits] == [e.confidence for e in simplified.edits]
+    batch = corrector.correct_batch([TRADITIONAL_WRONG, WRONG, "今天天氣很好"])
+    assert [r.target for r in batch] == ["少先隊員應該為老人讓座", RIGHT, "今天天氣很好"]
+
+
+def test_whitelist_matches_traditional_terms_as_written(trained_model_dir, confusion):
+    corrector = Corrector(trained_model_dir, confusion=confusion, whitelist=["讓坐"])
+    assert corrector.correct(TRADITIONAL_WRONG).target == "少先隊員應該為老人讓坐"
+    corrector = Corrector(trained_model_dir, confusion=confusion, whitelist=["让坐"])  # simplified form too
+    assert corrector.correct(TRADITIONAL_WRONG).target == "少先隊員應該為老人讓坐"
+
+
+def test_conversion_can_be_switched_off(trained_model_dir, confusion):
+    corrector = Corrector(trained_model_dir, confusion=confusion, config=CorrectorConfig(traditional=None))
+    assert corrector.script is None
+    assert corrector.correct(WRONG).target == RIGHT
+    for candidate in corrector.score_candidates([TRADITIONAL_WRONG], detection_threshold=0.0):
+        assert candidate.source == TRADITIONAL_WRONG[candidate.position]  # read as written
+
+
+def test_regional_forms_that_are_also_simplified_do_not_make_text_traditional(script):
+    text = "那天他穿著时尚的衣著，带著棕色的眼睛。"  # simplified, with Taiwan's 著 for 着
+    assert script.model_text(text) == text
