@@ -4,6 +4,8 @@ Examples:
   python -m evaluate csc/sighan/test2015.tsv --system identity,corrector --json out.json
   python -m evaluate csc/sighan/original/SIGHAN15_CSC_TestInput.txt --sighan-predictions pred.txt
   python -m evaluate csc/sighan/test2015.tsv --sweep --sweep-plot pr.png --sweep-json calibration.json
+  python -m evaluate csc/sighan/test2015.tsv --system classic,corrector --bootstrap 1000
+  python -m evaluate.compare a.jsonl b.jsonl        # two --predictions files: is b better than a?
 
 Relative data set paths that do not exist here are looked up under $CSC_SHARED_DATA (default
 ../shared/data). Metric definitions: docs/evaluate.md.
@@ -19,8 +21,9 @@ from pathlib import Path
 
 from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
 
-from .report import format_dataset_table, format_summary, markdown_report, prediction_row
+from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
 from .runner import DatasetRun, evaluate_dataset
+from .significance import DEFAULT_LEVEL, bootstrap_interval, paired_difference
 from .sweep import DEFAULT_METRIC, calibrate, default_thresholds, plot_sweep, write_calibration
 from .systems import DEFAULT_SYSTEM, NamedSystem, build_systems, parse_system_names
 
@@ -96,8 +99,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sweep-metric", default=DEFAULT_METRIC, help=f"what the sweep maximises (default: {DEFAULT_METRIC})"
     )
+    parser.add_argument(
+        "--bootstrap", type=int, default=0, metavar="N",
+        help="N resamples of sentences: 95%% interval of each sentence correction F1, and each system's "
+             "paired difference from the first system (default: off)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
+
+
+def bootstrap_section(by_dataset: dict[str, list[DatasetRun]], samples: int) -> tuple[str, dict]:
+    """Printed table and JSON of the bootstrap intervals (significance.py)."""
+    lines = [f"Bootstrap ({samples} resamples of sentences, {DEFAULT_LEVEL:.0%} intervals): sentence correction F1 (%)"]
+    header = ["data set", "system", "cor F1", "interval", "paired vs first system", "share better"]
+    rows, document = [], {"samples": samples, "level": DEFAULT_LEVEL, "intervals": {}, "differences": {}}
+    for name, runs in by_dataset.items():
+        judged = [[o.judgement for o in run.outcomes if o.judgement is not None] for run in runs]
+        for k, (run, judgements) in enumerate(zip(runs, judged, strict=True)):
+            interval = bootstrap_interval(judgements, samples)
+            document["intervals"].setdefault(run.system, {})[name] = interval.to_dict()
+            paired, better = "", ""
+            if k:
+                diff = paired_difference(judged[0], judgements, samples)
+                document["differences"].setdefault(f"{run.system} - {runs[0].system}", {})[name] = diff.to_dict()
+                paired = f"{100 * diff.difference:+.1f} [{100 * diff.low:+.1f}, {100 * diff.high:+.1f}]"
+                better = f"{diff.share_better:.3f}"
+            rows.append([name, run.system, f"{100 * interval.f1:.1f}",
+                         f"[{100 * interval.low:.1f}, {100 * interval.high:.1f}]", paired, better])
+    return "\n".join(lines) + "\n" + plain_table(header, rows), document
 
 
 def per_item_path(path: Path, tag: str, several: bool) -> Path:
@@ -157,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         names = parse_system_names(args.system)
     except ValueError as err:
         build_parser().error(str(err))
-    if args.batch_size < 1 or (args.limit is not None and args.limit < 0):
-        build_parser().error("--batch-size must be >= 1 and --limit >= 0")
+    if args.batch_size < 1 or (args.limit is not None and args.limit < 0) or args.bootstrap < 0:
+        build_parser().error("--batch-size must be >= 1, --limit and --bootstrap >= 0")
     progress = not args.no_progress
     errors: list[str] = []
 
@@ -222,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
             print(format_dataset_table(dataset_runs), end="\n\n")
     if by_dataset:
         print(format_summary(by_dataset))
+    bootstrap = None
+    if by_dataset and args.bootstrap:
+        table, bootstrap = bootstrap_section(by_dataset, args.bootstrap)
+        print("\n" + table)
     for name, sweep in sweeps.items():
         print(
             f"\nsweep {name}: best {sweep['metric']} = {100 * sweep['value']:.1f}% at threshold "
@@ -243,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         document = {**first, "systems": outputs, "settings": settings, "errors": errors}
         if sweeps:
             document["sweeps"] = sweeps
+        if bootstrap:
+            document["bootstrap"] = bootstrap
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     if args.report:

@@ -80,7 +80,7 @@ def _table_rows(runs: Sequence[DatasetRun]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
-def _plain_table(header: list[str], rows: list[list[str]]) -> str:
+def plain_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join(
@@ -102,7 +102,7 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def format_dataset_table(runs: Sequence[DatasetRun]) -> str:
     """The printed table of one data set, systems side by side."""
     header, rows = _table_rows(runs)
-    return dataset_heading(runs[0]) + "\n" + _plain_table(header, rows)
+    return dataset_heading(runs[0]) + "\n" + plain_table(header, rows)
 
 
 def _summary_rows(runs_by_dataset: dict[str, list[DatasetRun]]) -> tuple[list[str], list[list[str]]]:
@@ -129,7 +129,7 @@ def _summary_rows(runs_by_dataset: dict[str, list[DatasetRun]]) -> tuple[list[st
 
 def format_summary(runs_by_dataset: dict[str, list[DatasetRun]]) -> str:
     header, rows = _summary_rows(runs_by_dataset)
-    return "Summary (%; 'mean' is the unweighted mean over data sets)\n" + _plain_table(header, rows)
+    return "Summary (%; 'mean' is the unweighted mean over data sets)\n" + plain_table(header, rows)
 
 
 def markdown_report(
