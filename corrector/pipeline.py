@@ -17,6 +17,9 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
 5. the best candidate per position is accepted when its confidence >= `threshold`; then at most
    `max_edits_per_sentence` edits per chunk, the most confident ones.
 
+A text in traditional script goes through all of this in simplified form, one character for
+one, and its accepted edits are written back in traditional script (script.py).
+
 Edits are applied by offset to the original string, so everything that is not a corrected
 character — ASCII, digits, URLs, emoji, punctuation, full-width forms, spaces, newlines — is
 returned byte-for-byte.

@@ -58,3 +58,15 @@ def build_tiny_model(output_dir: Path, seed: int = 0, text: str = TINY_TEXT) -> 
 def tiny_model_dir(tmp_path_factory) -> Path:
     """Path of a tiny random model directory (discriminator/, generator/, tokenizer files)."""
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+@pytest.fixture(scope="session")
+def trained_model_dir(tmp_path_factory, one_thread) -> Path:
+    """The tiny pair fitted to correct 少先队员因该为老人让坐 (test_pipeline.train_tiny), trained once
+    per session for every module that needs a model which really corrects."""
+    from test_pipeline import train_tiny
+
+    path = tmp_path_factory.getbasetemp() / "trained_tiny"
+    if not (path / "generator").exists():
+        train_tiny(path)
+    return path

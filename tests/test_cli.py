@@ -7,17 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from test_pipeline import RIGHT, WRONG, train_tiny
+from test_pipeline import RIGHT, WRONG
 
 from corrector.__main__ import main
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, one_thread) -> str:
-    path = tmp_path_factory.getbasetemp() / "trained_tiny"  # shared with test_pipeline.py
-    if not (path / "generator").exists():
-        train_tiny(path)
-    return str(path)
+def model(trained_model_dir) -> str:
+    return str(trained_model_dir)
 
 
 def test_text_argument_prints_target_then_edits(model, capsys):

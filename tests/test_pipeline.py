@@ -97,14 +97,6 @@ def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0) -> Path:
 
 
 @pytest.fixture(scope="session")
-def trained_model_dir(tmp_path_factory, one_thread) -> Path:
-    path = tmp_path_factory.getbasetemp() / "trained_tiny"
-    if not (path / "generator").exists():
-        train_tiny(path)
-    return path
-
-
-@pytest.fixture(scope="session")
 def confusion() -> ConfusionSet:
     return ConfusionSet.build()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_pipeline import RIGHT, WRONG, train_tiny
+from test_pipeline import RIGHT, WRONG
 
 from corrector.confusion import ConfusionSet
 from corrector.pipeline import Corrector, CorrectorConfig
@@ -16,14 +16,6 @@ TRADITIONAL_WRONG = "少先隊員因該為老人讓坐"  # WRONG in traditional 
 @pytest.fixture(scope="module")
 def script() -> ScriptConverter:
     return ScriptConverter("tw")
-
-
-@pytest.fixture(scope="module")
-def trained_model_dir(tmp_path_factory, one_thread) -> str:
-    path = tmp_path_factory.getbasetemp() / "trained_tiny"  # shared with test_pipeline.py
-    if not (path / "generator").exists():
-        train_tiny(path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +76,7 @@ def test_variants_write_back_their_own_forms():
 
 
 def test_corrector_corrects_traditional_text_in_its_script(trained_model_dir, confusion):
-    corrector = Corrector(trained_model_dir, confusion=confusion)
+    corrector = Corrector(str(trained_model_dir), confusion=confusion)
     result = corrector.correct(TRADITIONAL_WRONG)
     assert result.source == TRADITIONAL_WRONG
     assert result.target == "少先隊員應該為老人讓座"
@@ -99,14 +91,14 @@ def test_corrector_corrects_traditional_text_in_its_script(trained_model_dir, co
 
 
 def test_whitelist_matches_traditional_terms_as_written(trained_model_dir, confusion):
-    corrector = Corrector(trained_model_dir, confusion=confusion, whitelist=["讓坐"])
+    corrector = Corrector(str(trained_model_dir), confusion=confusion, whitelist=["讓坐"])
     assert corrector.correct(TRADITIONAL_WRONG).target == "少先隊員應該為老人讓坐"
-    corrector = Corrector(trained_model_dir, confusion=confusion, whitelist=["让坐"])  # simplified form too
+    corrector = Corrector(str(trained_model_dir), confusion=confusion, whitelist=["让坐"])  # simplified form too
     assert corrector.correct(TRADITIONAL_WRONG).target == "少先隊員應該為老人讓坐"
 
 
 def test_conversion_can_be_switched_off(trained_model_dir, confusion):
-    corrector = Corrector(trained_model_dir, confusion=confusion, config=CorrectorConfig(traditional=None))
+    corrector = Corrector(str(trained_model_dir), confusion=confusion, config=CorrectorConfig(traditional=None))
     assert corrector.script is None
     assert corrector.correct(WRONG).target == RIGHT
     for candidate in corrector.score_candidates([TRADITIONAL_WRONG], detection_threshold=0.0):
