@@ -18,6 +18,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from .script import CHOICES as TRADITIONAL_CHOICES
+
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
 BLOCK_LINES = 1024  # lines corrected per call: enough to sort into well-filled batches
 
@@ -36,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-edits", type=int, default=None, help="most edits per sentence (default 4)")
     parser.add_argument("--whitelist", help="file of terms never to change, one per line")
     parser.add_argument("--confusion", help="file of extra confusion pairs: 'a b' or 'a:bcd' per line")
-    parser.add_argument("--traditional", choices=["tw", "hk", "t", "off"], default="tw",
+    parser.add_argument("--traditional", choices=TRADITIONAL_CHOICES, default="tw",
                         help="traditional-script texts are corrected in simplified form and written back in this "
                              "variant: tw (Taiwan, default), hk (Hong Kong), t (OpenCC standard); off: as written")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 on a busy machine)")
@@ -86,7 +88,7 @@ def build_corrector(args: argparse.Namespace):
     config = CorrectorConfig(
         batch_size=args.batch_size,
         max_edits_per_sentence=args.max_edits if args.max_edits is not None else DEFAULT_MAX_EDITS,
-        traditional=None if args.traditional == "off" else args.traditional,
+        traditional=args.traditional,
     )
     return Corrector(
         bundle,

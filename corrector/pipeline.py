@@ -63,7 +63,7 @@ from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whit
 from .quantization import int8_copy
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
-from .script import ScriptConverter
+from .script import OFF, ScriptConverter
 from .segmentation import Chunk, sentence_spans, split_text
 from .tokenization import is_cjk
 
@@ -98,7 +98,7 @@ class CorrectorConfig:
     workers: int | None = None
     # Traditional-script texts are read in simplified script and their corrections written back
     # in this OpenCC variant ("tw" Taiwan, "hk" Hong Kong, "t" OpenCC's standard forms; script.py);
-    # None: every text goes to the model as written.
+    # None or "off": every text goes to the model as written.
     traditional: str | None = "tw"
 
 
@@ -266,7 +266,8 @@ class Corrector:
             tok = self.bundle.tokenizer
             self.vocab_to_lm = self.bundle.ngram.ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
-        self.script = ScriptConverter(self.config.traditional) if self.config.traditional else None
+        traditional = self.config.traditional
+        self.script = ScriptConverter(traditional) if traditional not in (None, OFF) else None
         self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
         workers = self.config.workers

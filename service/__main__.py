@@ -11,6 +11,8 @@ import argparse
 import os
 import sys
 
+from corrector.script import CHOICES as TRADITIONAL_CHOICES
+
 from .settings import ENV_PREFIX, Settings
 
 
@@ -28,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same "
                         "F1, confidences move by up to a few 1e-2 (default off)")
-    p.add_argument("--traditional", choices=["tw", "hk", "t", "off"],
+    p.add_argument("--traditional", choices=TRADITIONAL_CHOICES,
                    help="variant that traditional-script texts are written back in (default tw; off: no conversion)")
     p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=None,
                    help="micro-batch concurrent requests (default on)")

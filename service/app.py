@@ -44,7 +44,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
 
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
-    config = CorrectorConfig(traditional=None if settings.traditional == "off" else settings.traditional)
+    config = CorrectorConfig(traditional=settings.traditional)
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
                           config=config)
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every

@@ -70,3 +70,11 @@ def trained_model_dir(tmp_path_factory, one_thread) -> Path:
     if not (path / "generator").exists():
         train_tiny(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def confusion():
+    """The confusion sets built from PyPI data, once per session."""
+    from corrector.confusion import ConfusionSet
+
+    return ConfusionSet.build()

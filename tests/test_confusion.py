@@ -20,11 +20,6 @@ from corrector.confusion import (
 )
 
 
-@pytest.fixture(scope="module")
-def confusion() -> ConfusionSet:
-    return ConfusionSet.build()
-
-
 @pytest.mark.parametrize("a,b,bit", [
     ("坐", "座", SAME_PINYIN),
     ("在", "再", SAME_PINYIN),

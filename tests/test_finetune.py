@@ -24,11 +24,6 @@ CLEAN = [
 ]
 
 
-@pytest.fixture(scope="module")
-def confusion() -> ConfusionSet:
-    return ConfusionSet.build()
-
-
 def synthesize(confusion: ConfusionSet, seed: int, n: int = 2000) -> tuple[list[tuple[str, str]], ErrorSynthesizer]:
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=seed))
     pairs = [(synthesizer.corrupt(s), s) for s in (CLEAN * (n // len(CLEAN)))]

@@ -24,7 +24,6 @@ from conftest import build_tiny_model
 
 from corrector import Corrector, Edit, Result, load_model
 from corrector.classic import ClassicCorrector
-from corrector.confusion import ConfusionSet
 from corrector.pipeline import CorrectorConfig, ScoredCandidate, batch_pool, lm_margin
 from corrector.protection import proper_noun_offsets, whitelisted_offsets
 from corrector.scoring import FEATURES, Scorer
@@ -94,11 +93,6 @@ def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0) -> Path:
 
     save_pair(disc.eval(), gen.eval(), str(output_dir))
     return output_dir
-
-
-@pytest.fixture(scope="session")
-def confusion() -> ConfusionSet:
-    return ConfusionSet.build()
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from test_pipeline import RIGHT, WRONG
 
-from corrector.confusion import ConfusionSet
 from corrector.pipeline import Corrector, CorrectorConfig
 from corrector.result import Edit
 from corrector.script import ScriptConverter
@@ -16,11 +15,6 @@ TRADITIONAL_WRONG = "少先隊員因該為老人讓坐"  # WRONG in traditional 
 @pytest.fixture(scope="module")
 def script() -> ScriptConverter:
     return ScriptConverter("tw")
-
-
-@pytest.fixture(scope="module")
-def confusion() -> ConfusionSet:
-    return ConfusionSet.build()
 
 
 def test_traditional_text_is_read_in_simplified_script(script):
