@@ -376,10 +376,11 @@ class Corrector:
         groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
         if self.workers == 1 or len(groups) <= 1:
             for group in groups:
-                yield from self._run_batch(texts, group, threshold, det_threshold, calibrate)
+                yield from self._run_batch(texts, group, threshold, det_threshold, calibrate, originals)
             return
         pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-        jobs = [pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate)), group)
+        jobs = [pool.submit(lambda group: list(self._run_batch(texts, group, threshold, det_threshold, calibrate,
+                                                                originals)), group)
                 for group in groups]
         try:
             for job in jobs:
@@ -388,7 +389,8 @@ class Corrector:
             for job in jobs:  # an error (or a caller that stops early): drop what has not started
                 job.cancel()
 
-    def _run_batch(self, texts, group: list[_Item], threshold: float, det_threshold: float, calibrate: bool):
+    def _run_batch(self, texts, group: list[_Item], threshold: float, det_threshold: float, calibrate: bool,
+                   originals=None):
         bundle, tok = self.bundle, self.bundle.tokenizer
         batch = make_batch([it.ids for it in group], bundle)
         probs = detect(bundle, batch)  # (B, L)
@@ -488,7 +490,17 @@ class Corrector:
             ))
         for row, edits in accepted.items():
             it = group[row]
-            yield it, self._limit_edits(texts[it.text_index], it.chunk, edits)
+            yield it, self._guarded_edits(texts, originals, it, edits)
+
+    def _guarded_edits(self, texts, originals, item: _Item, edits: list[Edit]) -> list[Edit]:
+        """The max-edits guard over the edits that change the text as written: in a traditional
+        text a "correction" that only changes the script (`ScriptConverter.restore` drops it
+        later) must not take the place of a real one."""
+        text = texts[item.text_index]
+        if self.script is not None and originals is not None and originals[item.text_index] != text:
+            real = {e.position for e in self.script.restore(originals[item.text_index], text, edits)}
+            edits = [e for e in edits if e.position in real]
+        return self._limit_edits(text, item.chunk, edits)
 
     def _limit_edits(self, text: str, chunk: Chunk, edits: list[Edit]) -> list[Edit]:
         """Max-edits guard: the most confident `max_edits_per_sentence` edits of each sentence.

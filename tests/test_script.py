@@ -102,3 +102,15 @@ def test_conversion_can_be_switched_off(trained_model_dir, confusion):
 def test_regional_forms_that_are_also_simplified_do_not_make_text_traditional(script):
     text = "那天他穿著时尚的衣著，带著棕色的眼睛。"  # simplified, with Taiwan's 著 for 着
     assert script.model_text(text) == text
+
+
+def test_a_script_only_correction_takes_no_real_ones_place_under_the_edit_limit(trained_model_dir, confusion):
+    corrector = Corrector(str(trained_model_dir), confusion=confusion, config=CorrectorConfig(max_edits_per_sentence=1))
+    original = "穿著因該"  # 着 -> 著 in the model's text is only the traditional form of what is written
+    model_text = corrector.script.model_text(original)
+    assert model_text == "穿着因该"
+    item = corrector._items([model_text], [original])[0]
+    edits = [Edit(1, "着", "著", 0.9), Edit(2, "因", "应", 0.6)]
+    assert corrector._guarded_edits([model_text], [original], item, edits) == [Edit(2, "因", "应", 0.6)]
+    # Simplified text as written: the same edits are both real, and the limit keeps the surer one.
+    assert corrector._guarded_edits([model_text], None, item, edits) == [Edit(1, "着", "著", 0.9)]
