@@ -48,9 +48,23 @@ def _point(tp: np.ndarray, denominator: np.ndarray) -> float:
     return float(2 * tp.sum() / bottom) if bottom > 0 else 0.0
 
 
-def _resample_counts(n: int, samples: int, seed: int) -> np.ndarray:
+# Resamples drawn at a time: the counts matrix is chunk x sentences, so memory stays bounded
+# (~8 MB per 1,000 sentences) however many samples are asked for. Drawing in chunks from one
+# generator gives the same resamples as one draw of them all.
+RESAMPLE_CHUNK = 128
+
+
+def _resampled_f1s(terms: Sequence[tuple[np.ndarray, np.ndarray]], samples: int, seed: int) -> list[np.ndarray]:
+    """For each system's (tp, denominator) over the same n sentences: its F1 in each of
+    `samples` resamples, the same resamples for every system (paired)."""
+    n = len(terms[0][0])
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)
+    out: list[list[np.ndarray]] = [[] for _ in terms]
+    for start in range(0, samples, RESAMPLE_CHUNK):
+        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=min(RESAMPLE_CHUNK, samples - start)).astype(np.float64)
+        for values, (tp, denominator) in zip(out, terms, strict=True):
+            values.append(_f1(counts, tp, denominator))
+    return [np.concatenate(values) for values in out]
 
 
 def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -102,7 +116,7 @@ def bootstrap_interval(judgements: Sequence[Judgement], samples: int = DEFAULT_S
     f1 = _point(tp, denominator)
     if not len(tp):
         return Interval(f1, 0.0, 0.0, samples, level)
-    low, high = _interval(_f1(_resample_counts(len(tp), samples, seed), tp, denominator), level)
+    low, high = _interval(_resampled_f1s([(tp, denominator)], samples, seed)[0], level)
     return Interval(f1, low, high, samples, level)
 
 
@@ -116,7 +130,7 @@ def paired_difference(a: Sequence[Judgement], b: Sequence[Judgement], samples: i
     f1_a, f1_b = _point(tp_a, den_a), _point(tp_b, den_b)
     if not len(a):
         return Difference(f1_a, f1_b, 0.0, 0.0, 0.0, 0.0, samples, level)
-    counts = _resample_counts(len(a), samples, seed)
-    delta = _f1(counts, tp_b, den_b) - _f1(counts, tp_a, den_a)
+    resampled_a, resampled_b = _resampled_f1s([(tp_a, den_a), (tp_b, den_b)], samples, seed)
+    delta = resampled_b - resampled_a
     low, high = _interval(delta, level)
     return Difference(f1_a, f1_b, f1_b - f1_a, low, high, float((delta > 0).mean()), samples, level)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from corrector.datasets import read_dataset
-from evaluate import FunctionSystem, IdentitySystem, evaluate_dataset
+from evaluate import FunctionSystem, IdentitySystem, evaluate_dataset, significance
 from evaluate.__main__ import bootstrap_section
 from evaluate.compare import main as compare_main
 from evaluate.metrics import judge, score
@@ -54,6 +54,14 @@ def test_a_system_that_fixes_more_without_new_false_alarms_is_better_in_every_re
     # Swapped: the same difference, negative.
     back = paired_difference(b, a, samples=300)
     assert back.difference == pytest.approx(-diff.difference) and back.share_better < 0.05
+
+
+def test_resamples_drawn_in_chunks_are_the_resamples_of_one_draw(monkeypatch):
+    a = judged([RIGHT] * 8 + [WRONG] * 12 + [CLEAN] * 19 + ["今天天汽很好。"])
+    b = judged([RIGHT] * 11 + [WRONG] * 9 + [CLEAN] * 18 + ["今天天汽很好。"] * 2)
+    chunked = paired_difference(a, b, samples=300), bootstrap_interval(a, samples=300)
+    monkeypatch.setattr(significance, "RESAMPLE_CHUNK", 10_000)  # all 300 at once
+    assert (paired_difference(a, b, samples=300), bootstrap_interval(a, samples=300)) == chunked
 
 
 def test_bad_arguments_are_refused():
