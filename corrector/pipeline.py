@@ -495,10 +495,14 @@ class Corrector:
     def _guarded_edits(self, texts, originals, item: _Item, edits: list[Edit]) -> list[Edit]:
         """The max-edits guard over the edits that change the text as written: in a traditional
         text a "correction" that only changes the script (`ScriptConverter.restore` drops it
-        later) must not take the place of a real one."""
+        later) must not take the place of a real one. Judged on the chunk alone, so a long
+        document is not converted again for each of its chunks."""
         text = texts[item.text_index]
         if self.script is not None and originals is not None and originals[item.text_index] != text:
-            real = {e.position for e in self.script.restore(originals[item.text_index], text, edits)}
+            start, end = item.chunk.start, item.chunk.end
+            local = [dataclasses.replace(e, position=e.position - start) for e in edits]
+            kept = self.script.restore(originals[item.text_index][start:end], text[start:end], local)
+            real = {e.position + start for e in kept}
             edits = [e for e in edits if e.position in real]
         return self._limit_edits(text, item.chunk, edits)
 

@@ -105,12 +105,14 @@ def test_regional_forms_that_are_also_simplified_do_not_make_text_traditional(sc
 
 
 def test_a_script_only_correction_takes_no_real_ones_place_under_the_edit_limit(trained_model_dir, confusion):
-    corrector = Corrector(str(trained_model_dir), confusion=confusion, config=CorrectorConfig(max_edits_per_sentence=1))
-    original = "穿著因該"  # 着 -> 著 in the model's text is only the traditional form of what is written
+    config = CorrectorConfig(max_edits_per_sentence=1, max_positions=6)
+    corrector = Corrector(str(trained_model_dir), confusion=confusion, config=config)
+    original = "你們好。穿著因該"  # 着 -> 著 in the model's text is only the traditional form of what is written
     model_text = corrector.script.model_text(original)
-    assert model_text == "穿着因该"
-    item = corrector._items([model_text], [original])[0]
-    edits = [Edit(1, "着", "著", 0.9), Edit(2, "因", "应", 0.6)]
-    assert corrector._guarded_edits([model_text], [original], item, edits) == [Edit(2, "因", "应", 0.6)]
+    assert model_text == "你们好。穿着因该"
+    item = corrector._items([model_text], [original])[-1]
+    assert item.chunk.start == 4  # the second sentence's chunk: judged on its own span
+    edits = [Edit(5, "着", "著", 0.9), Edit(6, "因", "应", 0.6)]
+    assert corrector._guarded_edits([model_text], [original], item, edits) == [Edit(6, "因", "应", 0.6)]
     # Simplified text as written: the same edits are both real, and the limit keeps the surer one.
-    assert corrector._guarded_edits([model_text], None, item, edits) == [Edit(1, "着", "著", 0.9)]
+    assert corrector._guarded_edits([model_text], None, item, edits) == [Edit(5, "着", "著", 0.9)]
