@@ -307,10 +307,7 @@ class Corrector:
         model_texts = self._model_texts(texts)
         edits: list[list[Edit]] = [[] for _ in texts]
         for item, accepted in self._run(model_texts, batch_size, threshold, calibrate=False, originals=texts):
-            edits[item.text_index].extend(accepted)
-        if self.script is not None:
-            edits = [self.script.restore(text, model_text, found)
-                     for text, model_text, found in zip(texts, model_texts, edits, strict=True)]
+            edits[item.text_index].extend(accepted)  # as written: traditional ones already written back
         return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
     def score_candidates(
@@ -493,17 +490,17 @@ class Corrector:
             yield it, self._guarded_edits(texts, originals, it, edits)
 
     def _guarded_edits(self, texts, originals, item: _Item, edits: list[Edit]) -> list[Edit]:
-        """The max-edits guard over the edits that change the text as written: in a traditional
-        text a "correction" that only changes the script (`ScriptConverter.restore` drops it
-        later) must not take the place of a real one. Judged on the chunk alone, so a long
-        document is not converted again for each of its chunks."""
+        """A chunk's accepted edits as edits of the text as written, then the max-edits guard.
+        In a traditional text they are written back in its script here (`ScriptConverter.restore`
+        over the chunk's span: a long document is not converted once per chunk), so a
+        "correction" that only changes the script is dropped before the guard counts it and
+        cannot take a real one's place."""
         text = texts[item.text_index]
         if self.script is not None and originals is not None and originals[item.text_index] != text:
             start, end = item.chunk.start, item.chunk.end
             local = [dataclasses.replace(e, position=e.position - start) for e in edits]
-            kept = self.script.restore(originals[item.text_index][start:end], text[start:end], local)
-            real = {e.position + start for e in kept}
-            edits = [e for e in edits if e.position in real]
+            written = self.script.restore(originals[item.text_index][start:end], text[start:end], local)
+            edits = [dataclasses.replace(e, position=e.position + start) for e in written]
         return self._limit_edits(text, item.chunk, edits)
 
     def _limit_edits(self, text: str, chunk: Chunk, edits: list[Edit]) -> list[Edit]:

@@ -9,10 +9,11 @@ rate of 18 %, against 37.0 / 14.5 % on the simplified copy of the same sentences
 So a text judged traditional goes to the model converted to simplified, one character for one
 character (OpenCC, Apache-2.0: character and phrase tables, e.g. 頭髮 → 头发), which keeps every
 offset. Each accepted correction is written back in traditional script by converting the
-corrected simplified text (so a corrected 发 becomes 髮 in 头发 but 發 in 发现) and taking the
-character at the edit's offset; every other character of the text is returned exactly as the
-user wrote it. A correction whose traditional form is the character already there (the
-simplified model "fixing" a script difference) is no correction and is dropped.
+corrected simplified text (the corrector converts each chunk, before its max-edits guard) and
+taking the character at the edit's offset, so a corrected 发 becomes 髮 in 头发 but 發 in 发现;
+every other character of the text is returned exactly as the user wrote it. A correction whose
+traditional form is the character already there (the simplified model "fixing" a script
+difference) is no correction and is dropped.
 
 A text is judged traditional when converting it to simplified changes more characters than
 converting it to traditional does (OpenCC's standard tables). On the SIGHAN-15 test, 1,080 of the

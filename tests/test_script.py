@@ -113,6 +113,7 @@ def test_a_script_only_correction_takes_no_real_ones_place_under_the_edit_limit(
     item = corrector._items([model_text], [original])[-1]
     assert item.chunk.start == 4  # the second sentence's chunk: judged on its own span
     edits = [Edit(5, "着", "著", 0.9), Edit(6, "因", "应", 0.6)]
-    assert corrector._guarded_edits([model_text], [original], item, edits) == [Edit(6, "因", "应", 0.6)]
+    # Written back in the text's script (應), and the script-only one gone before the limit counts.
+    assert corrector._guarded_edits([model_text], [original], item, edits) == [Edit(6, "因", "應", 0.6)]
     # Simplified text as written: the same edits are both real, and the limit keeps the surer one.
     assert corrector._guarded_edits([model_text], None, item, edits) == [Edit(5, "着", "著", 0.9)]
