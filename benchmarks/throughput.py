@@ -60,6 +60,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--fp32", action="store_true",
                         help="also time the corrector with fp32 networks (the default corrector runs int8 on CPU)")
     parser.add_argument("--bf16", action="store_true", help="also time the corrector with bf16 autocast networks")
+    parser.add_argument("--torch-int8", action="store_true",
+                        help="also time the corrector with its int8 encoders in torch instead of ONNX Runtime")
     parser.add_argument("--repeat", type=int, default=1, help="batched runs per system; the median is reported")
     parser.add_argument("--one-worker", action="store_true",
                         help="also time the corrector with its batches in the calling thread (workers=1, all torch threads)")
@@ -238,6 +240,7 @@ def main() -> int:
         "threshold": corrector.threshold,
         "corrector": {"batch_1": time_single(corrector, texts)},
         "precision": {"corrector": corrector.precision, "classic": corrector.precision},
+        "runtime": {"corrector": corrector.runtime, "classic": corrector.runtime},
     }
     sizes = [int(s) for s in args.batch_sizes.split(",") if s.strip()]
     for size in sizes:
@@ -245,12 +248,14 @@ def main() -> int:
     systems = ["corrector"]
     variants = [("corrector-fp32", {"quantize": False})] if args.fp32 else []
     variants += [("corrector-bf16", {"bf16": True})] if args.bf16 else []
+    variants += [("corrector-torch", {"runtime": "torch"})] if args.torch_int8 else []
     variants += [("corrector-1worker", {"config": CorrectorConfig(workers=1)})] if args.one_worker else []
     for system, options in variants:
         fast = Corrector(bundle, threshold=threshold, detection_threshold=detection_threshold, confusion=confusion,
                          **options)
         report[system] = {"batch_1": time_single(fast, texts)}
         report["precision"][system] = fast.precision
+        report["runtime"][system] = fast.runtime
         for size in sizes:
             report[system][f"batch_{size}"] = time_batched(fast, texts, size, args.repeat)
         systems.append(system)
@@ -269,7 +274,8 @@ def main() -> int:
 
     print(f"model: {report['model']}   sentences: {len(texts)} (mean {report['mean_chars']:.1f} chars)   "
           f"torch threads: {report['torch_threads']}   load avg: {report['load_average_before'][0]:.1f}")
-    print("networks: " + ", ".join(f"{system} {precision}" for system, precision in report["precision"].items()))
+    print("networks: " + ", ".join(f"{system} {precision} ({report['runtime'][system]})"
+                                   for system, precision in report["precision"].items()))
     nan = float("nan")
     print(f"{'system':<17} {'batch':>5} {'sentences':>9} {'sent/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
           f"{'sent/cpu-s':>10} {'p50 cpu-ms':>10} {'edits':>6} {'disc passes':>11} {'disc tokens':>11} {'gen passes':>10}")

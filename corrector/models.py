@@ -29,7 +29,7 @@ from .error_pairs import FILENAME as ERROR_PAIRS_FILE
 from .error_pairs import ErrorPairs
 from .ngram import FILENAME as NGRAM_FILE
 from .ngram import NgramLM
-from .quantization import is_int8
+from .quantization import int8_runtime, is_int8
 from .tokenization import CharTokenizer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +110,12 @@ class ModelBundle:
         """How the network passes run: "int8" (an `int8_copy` of the networks, quantization.py),
         "bf16" (autocast) or "fp32"."""
         return "int8" if is_int8(self.discriminator) else "bf16" if self.bf16 else "fp32"
+
+    @property
+    def runtime(self) -> str:
+        """What runs the discriminator's encoder: "onnxruntime" (int8 networks where onnxruntime
+        is installed, onnx_encoder.py) or "torch"."""
+        return int8_runtime(self.discriminator) if is_int8(self.discriminator) else "torch"
 
     @property
     def max_length(self) -> int:

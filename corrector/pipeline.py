@@ -200,22 +200,34 @@ def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
     return pool
 
 
-def quantized(bundle: ModelBundle) -> ModelBundle:
+RUNTIMES = {"auto": "auto", "onnxruntime": "onnx", "torch": "lean"}  # Corrector(runtime=) -> int8_copy(encoder=)
+
+
+def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
     """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
-    output channel, activations per token; CPU only). The shared bundle is not touched (the
+    output channel; CPU only), their encoders in ONNX Runtime ("onnxruntime", onnx_encoder.py) or
+    torch ("torch"; "auto": ONNX Runtime where installed). The shared bundle is not touched (the
     service and evaluator may hold it too)."""
-    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator), generator=int8_copy(bundle.generator))
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    encoder = RUNTIMES[runtime]
+    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, encoder),
+                               generator=int8_copy(bundle.generator, encoder))
 
 
 class Corrector:
     """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit.
 
     Precision: on CPU the networks run int8 matmuls by default (`quantize=None`; quantization.py),
-    1.4-1.5x the sentences/s of fp32 at the same F1 (README, Benchmarks). Each token is quantized
-    on its own, so a text gets the same corrections alone or in any batch; its confidences can
-    move by a few 1e-3 with the padding of its batch (fp32 attention rounding, amplified by the
-    int8 rounding after it). `quantize=False` runs fp32, where `correct_batch` gives exactly what
-    `correct` gives; `bf16=True` runs bf16 autocast instead (GPUs, CPUs with AVX512-BF16/AMX).
+    1.4-1.5x the sentences/s of fp32 at the same F1 (README, Benchmarks), their encoders in ONNX
+    Runtime where it is installed (`runtime="auto"`; onnx_encoder.py: one sentence per run, so a
+    text gets exactly the same result alone or in any batch; one sentence ~0.7x the time of the
+    torch int8 encoder). `runtime="torch"` runs the int8 encoders in torch (lean_encoder.py), where
+    each token is quantized on its own, so a text gets the same corrections alone or in any batch
+    but its confidences can move by a few 1e-3 with the padding of its batch (fp32 attention
+    rounding, amplified by the int8 rounding after it). `quantize=False` runs fp32, where
+    `correct_batch` gives exactly what `correct` gives; `bf16=True` runs bf16 autocast instead
+    (GPUs, CPUs with AVX512-BF16/AMX).
     """
 
     def __init__(
@@ -233,15 +245,20 @@ class Corrector:
         config: CorrectorConfig | None = None,
         quantize: bool | None = None,
         bf16: bool = False,
+        runtime: str = "auto",
     ) -> None:
         self.bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
         already_int8 = self.bundle.precision == "int8"  # e.g. another Corrector's bundle
         if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
             quantize = already_int8 or (self.bundle.device.type == "cpu" and not bf16)
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         if quantize and not already_int8:
-            self.bundle = quantized(self.bundle)
+            self.bundle = quantized(self.bundle, runtime)
         elif not quantize and already_int8:
             raise ValueError("quantize=False, but the model bundle given already runs int8 networks")
+        elif already_int8 and runtime != "auto" and self.bundle.runtime != runtime:
+            raise ValueError(f"runtime={runtime!r}, but the model bundle given already runs {self.bundle.runtime}")
         if bf16 != self.bundle.bf16:  # a copy: the shared bundle keeps its own setting
             self.bundle = dataclasses.replace(self.bundle, bf16=bf16)
         self.config = config or CorrectorConfig(batch_size=batch_size, max_edits_per_sentence=max_edits_per_sentence)
@@ -284,6 +301,11 @@ class Corrector:
     def precision(self) -> str:
         """How the networks run: "int8", "bf16" (autocast) or "fp32"."""
         return self.bundle.precision
+
+    @property
+    def runtime(self) -> str:
+        """What runs the networks' encoders: "onnxruntime" or "torch"."""
+        return self.bundle.runtime
 
     @property
     def threshold(self) -> float:

@@ -46,7 +46,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
     config = CorrectorConfig(traditional=settings.traditional)
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                          config=config)
+                          runtime=settings.runtime, config=config)
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores
@@ -210,9 +210,11 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         await batcher.start()
         app.state.model_name = corrector_name(instance)
         app.state.precision = getattr(instance, "precision", None)
+        app.state.runtime = getattr(instance, "runtime", None)
         app.state.batcher = batcher
         metrics.model_info.labels(app.state.model_name or "", VERSION).set(1)
-        log.info("model %s ready (%s, batching=%s)", app.state.model_name, app.state.precision, settings.batching)
+        log.info("model %s ready (%s, %s, batching=%s)", app.state.model_name, app.state.precision, app.state.runtime,
+                 settings.batching)
         try:
             yield
         finally:
@@ -230,6 +232,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
     app.state.batcher = None
     app.state.model_name = None
     app.state.precision = None
+    app.state.runtime = None
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

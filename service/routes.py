@@ -75,6 +75,7 @@ async def health(request: Request) -> JSONResponse:
         ready=ready,
         model=request.app.state.model_name,
         precision=request.app.state.precision,
+        runtime=request.app.state.runtime,
         version=VERSION,
         batching=settings.batching,
         max_batch_size=settings.max_batch_size,

@@ -103,6 +103,7 @@ class HealthResponse(BaseModel):
     ready: bool
     model: str | None
     precision: str | None = None  # how the networks run: "int8", "bf16" or "fp32"
+    runtime: str | None = None  # what runs their encoders: "onnxruntime" or "torch"
     version: str
     batching: bool
     max_batch_size: int

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     # throughput; a text gets the same corrections in any micro-batch, its confidences within a
     # few 1e-3). False: fp32, where a text's result is exactly the same in any micro-batch.
     quantize: bool | None = None
+    # What runs the int8 networks' encoders: "onnxruntime" (corrector/onnx_encoder.py: ~0.7x the
+    # time per sentence, a text's result exactly the same in any micro-batch), "torch", or "auto":
+    # onnxruntime where installed.
+    runtime: Literal["auto", "onnxruntime", "torch"] = "auto"
     # bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same dev
     # F1, confidences move by up to a few 1e-2 (0.037 between a text alone and in a batch).
     bf16: bool = False

@@ -56,6 +56,11 @@ def test_corrector_precision_choices(tiny_bundle):
     assert default.precision == "int8" and not is_int8(tiny_bundle.discriminator)
     assert Corrector(tiny_bundle, quantize=False).precision == "fp32"
     assert Corrector(tiny_bundle, bf16=True).precision == "bf16"
+    assert Corrector(tiny_bundle, runtime="torch").runtime == "torch"
+    with pytest.raises(ValueError, match="runtime must be one of"):
+        Corrector(tiny_bundle, runtime="tensorrt")
+    with pytest.raises(ValueError, match="encoder must be one of"):
+        int8_copy(tiny_bundle.discriminator, "fast")
     assert Corrector(default.bundle).bundle.discriminator is default.bundle.discriminator  # not quantized twice
     with pytest.raises(ValueError, match="already runs int8"):
         Corrector(default.bundle, quantize=False)
@@ -66,7 +71,7 @@ def test_corrector_precision_choices(tiny_bundle):
 @pytest.mark.parametrize("network", ["discriminator", "generator"])
 def test_lean_encoder_matches_the_int8_transformers_network(tiny_bundle, network):
     original = getattr(tiny_bundle, network)
-    lean, reference = int8_copy(original), int8_copy(original, lean=False)
+    lean, reference = int8_copy(original, "lean"), int8_copy(original, "transformers")
     assert isinstance(lean.electra, LeanElectraEncoder) and not isinstance(reference.electra, LeanElectraEncoder)
     # A padded batch (the mask path) and a single unpadded row (the no-mask path).
     ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
