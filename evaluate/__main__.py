@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the corrector's int8 networks (default: on for CPU); --no-quantize for fp32",
     )
     parser.add_argument(
+        "--runtime", choices=("auto", "onnxruntime", "torch"), default="auto",
+        help="what runs the corrector's int8 encoders (default auto: onnxruntime where installed)",
+    )
+    parser.add_argument(
         "--threshold", type=float, help="minimum edit confidence, passed to the system (default: its own)"
     )
     parser.add_argument(
@@ -192,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
 
     datasets = read_all(args.datasets, args.format, args.limit, errors)
-    systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize)
+    systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize,
+                                           runtime=args.runtime)
     for name, message in system_errors.items():
         errors.append(f"system {name}: {message}")
         say(f"error: cannot build system {name}: {message}")

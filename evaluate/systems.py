@@ -87,7 +87,9 @@ class NamedSystem:
             "size_mb": round(size / 2**20, 2) if size is not None else None,
         }
         precision = getattr(self.system, "precision", None)  # the corrector's: int8 / bf16 / fp32
-        return described if precision is None else {**described, "precision": precision}
+        if precision is None:
+            return described
+        return {**described, "precision": precision, "runtime": self.system.runtime}
 
 
 def model_size_bytes(path: str | os.PathLike | None) -> int | None:
@@ -120,10 +122,12 @@ class SystemFactory:
     one built system serves both the normal run and the threshold-0 sweep run.
     """
 
-    def __init__(self, model: str | None = None, device: str = "cpu", quantize: bool | None = None) -> None:
+    def __init__(self, model: str | None = None, device: str = "cpu", quantize: bool | None = None,
+                 runtime: str = "auto") -> None:
         self.model = model
         self.device = device
         self.quantize = quantize  # the corrector's int8 networks; None: its default (int8 on CPU)
+        self.runtime = runtime  # what runs the corrector's int8 encoders; "auto": onnxruntime where installed
         self._bundle = None
 
     def model_path(self) -> str:
@@ -146,7 +150,7 @@ class SystemFactory:
         if name == "corrector":
             from corrector.pipeline import Corrector
 
-            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize)
+            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize, runtime=self.runtime)
         elif name == "classic":
             from corrector.classic import ClassicCorrector
 
@@ -162,10 +166,11 @@ class SystemFactory:
 
 
 def build_systems(
-    names: Sequence[str], model: str | None = None, device: str = "cpu", quantize: bool | None = None
+    names: Sequence[str], model: str | None = None, device: str = "cpu", quantize: bool | None = None,
+    runtime: str = "auto",
 ) -> tuple[list[NamedSystem], dict[str, str]]:
     """The systems that could be built, and {name: error message} for those that could not."""
-    factory = SystemFactory(model=model, device=device, quantize=quantize)
+    factory = SystemFactory(model=model, device=device, quantize=quantize, runtime=runtime)
     systems, errors = [], {}
     for name in names:
         try:
