@@ -72,10 +72,39 @@ class LeanLayer(nn.Module):
         return _layer_norm(self.ffn_out(self.activation(self.ffn_in(x))) + x, self.output_norm)
 
 
-class LeanElectraEncoder(nn.Module):
+class InferenceEncoder(nn.Module):
     """Drop-in for `model.electra` of ElectraForPreTraining / ElectraForMaskedLM /
     ElectraForTokenClassification at inference: called the same way, returns
-    `last_hidden_state` (also as item 0). Holds its own copies of the weights."""
+    `last_hidden_state` (also as item 0). Subclasses set `word_embeddings` and `encode`."""
+
+    description = "this encoder"
+    word_embeddings: nn.Embedding
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.word_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **unused,  # return_dict, output_* flags of the transformers heads: one output here either way
+    ) -> BaseModelOutput:
+        if input_ids is None or position_ids is not None or inputs_embeds is not None:
+            raise ValueError(f"{self.description} takes input_ids (and attention_mask, token_type_ids) only")
+        return BaseModelOutput(last_hidden_state=self.encode(input_ids, attention_mask, token_type_ids))
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+               token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class LeanElectraEncoder(InferenceEncoder):
+    """The encoder as one plain torch forward with int8 matmuls. Holds its own copies of the weights."""
+
+    description = "the lean encoder"
 
     def __init__(self, encoder: nn.Module) -> None:
         super().__init__()
@@ -91,20 +120,8 @@ class LeanElectraEncoder(nn.Module):
         self.embeddings_project = Int8Linear.from_linear(project) if project is not None else None
         self.layers = nn.ModuleList(LeanLayer(layer) for layer in encoder.encoder.layer)
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.word_embeddings
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        **unused,  # return_dict, output_* flags of the transformers heads: one output here either way
-    ) -> BaseModelOutput:
-        if input_ids is None or position_ids is not None or inputs_embeds is not None:
-            raise ValueError("the lean encoder takes input_ids (and attention_mask, token_type_ids) only")
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+               token_type_ids: torch.Tensor | None) -> torch.Tensor:
         length = input_ids.shape[1]
         # In transformers' order: (word + token type) + position, then LayerNorm.
         if token_type_ids is None:
@@ -120,7 +137,7 @@ class LeanElectraEncoder(nn.Module):
             mask = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): keys a query may attend to
         for layer in self.layers:
             x = layer(x, mask)
-        return BaseModelOutput(last_hidden_state=x)
+        return x
 
 
 def _layer_norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:

@@ -30,9 +30,8 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from transformers.modeling_outputs import BaseModelOutput
 
-from .lean_encoder import lean_encoder_supported
+from .lean_encoder import InferenceEncoder, lean_encoder_supported
 
 OPSET = 17  # LayerNormalization; Gelu and MultiHeadAttention come from ORT's com.microsoft domain
 MS_DOMAIN = "com.microsoft"
@@ -140,10 +139,11 @@ def build_encoder_graph(encoder: nn.Module):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)])
 
 
-class OnnxElectraEncoder(nn.Module):
-    """Drop-in for `model.electra` of the transformers ELECTRA heads at inference (like
-    LeanElectraEncoder): called with input_ids and attention_mask, returns `last_hidden_state`,
-    each row computed alone from its unpadded tokens (padding positions are 0)."""
+class OnnxElectraEncoder(InferenceEncoder):
+    """The encoder in ONNX Runtime: each row computed alone from its unpadded tokens (padding
+    positions of `last_hidden_state` are 0)."""
+
+    description = "the ONNX encoder"
 
     def __init__(self, encoder: nn.Module) -> None:
         super().__init__()
@@ -162,20 +162,8 @@ class OnnxElectraEncoder(nn.Module):
     def __deepcopy__(self, memo) -> OnnxElectraEncoder:
         return self  # immutable once built; an ORT session may serve many threads at once
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.word_embeddings
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        **unused,  # return_dict, output_* flags of the transformers heads
-    ) -> BaseModelOutput:
-        if input_ids is None or position_ids is not None or inputs_embeds is not None:
-            raise ValueError("the ONNX encoder takes input_ids (and attention_mask) only")
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+               token_type_ids: torch.Tensor | None) -> torch.Tensor:
         if token_type_ids is not None and bool(token_type_ids.any()):
             raise ValueError("the ONNX encoder reads token type 0 only")
         ids = input_ids.cpu().numpy().astype(np.int64, copy=False)
@@ -192,4 +180,4 @@ class OnnxElectraEncoder(nn.Module):
         for row, length in enumerate(lengths):
             if length:
                 hidden[row, :length] = self.session.run(None, {"input_ids": ids[row:row + 1, :length]})[0][0]
-        return BaseModelOutput(last_hidden_state=torch.from_numpy(hidden))
+        return torch.from_numpy(hidden)
