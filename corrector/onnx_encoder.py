@@ -2,11 +2,12 @@
 ONNX graph built from the weights, int8 matmuls, one sentence per run.
 
 Why: at sentence length the networks' passes are bound by per-operation overhead, not by the
-matmuls (a torch eager op costs ~10 µs of dispatch, an ORT kernel ~1 µs), and ORT fuses what the
-lean encoder cannot (quantize + int8 matmul + scale into one kernel, residual + LayerNorm,
-multi-head attention). Measured on the shipped model (2 cores, SIGHAN-15, README Benchmarks):
-p50 of one sentence 17-19 -> 13 ms, batch 32 about the same or better, the same F1 on dev and
-the tests.
+matmuls (one SIGHAN sentence, torch int8: each layer's int8 matmul is a third of its time, the
+elementwise ops that quantize and rescale around it the rest), and ORT fuses what the lean
+encoder cannot (quantize + int8 matmul + rescale into one kernel, residual + LayerNorm,
+multi-head attention). Measured on the shipped model (2 cores, SIGHAN-15, README Benchmarks,
+torch int8 in the same runs): p50 of one sentence 20.5 -> 13.9 ms, batch 32 1.3-1.4x the
+sentences/s, the same F1 on dev and the six test sets (paired: +0.1 [-0.1, +0.3] pooled).
 
 Why one sentence per run: ORT's dynamic quantization scales a whole input tensor with one
 number (`DynamicQuantizeLinear`). Run alone, a sentence's result can never depend on the other
@@ -152,8 +153,9 @@ class OnnxElectraEncoder(InferenceEncoder):
         self.config = encoder.config
         self.word_embeddings = encoder.embeddings.word_embeddings  # for get_input_embeddings
         options = onnxruntime.SessionOptions()
-        # One thread per run: the corrector runs its batches on parallel workers (pipeline.py),
-        # and at sentence length a second intra-op thread mostly waits.
+        # One thread per run: the corrector runs its batches on parallel workers (pipeline.py).
+        # Two threads made a lone discriminator pass faster (4.1 -> 2.4 ms) but the corrector's
+        # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight torch's and the Python stages.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self.session = onnxruntime.InferenceSession(build_encoder_graph(encoder).SerializeToString(), options,

@@ -259,6 +259,8 @@ class Corrector:
             quantize = already_int8 or (self.bundle.device.type == "cpu" and not bf16)
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        if runtime == "onnxruntime" and not quantize:
+            raise ValueError("runtime='onnxruntime' runs int8 networks: not with quantize=False, bf16 or a GPU")
         if quantize and not already_int8:
             self.bundle = quantized(self.bundle, runtime)
         elif not quantize and already_int8:
@@ -396,8 +398,9 @@ class Corrector:
         items = self._items(texts, originals)
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
         if self.workers > 1 and len(items) >= self.workers * self._min_split_items:
-            # Split so that every worker gets a share (32: 2 x 16). Fewer texts stay one batch: two
-            # threads running small passes mostly wait for each other's Python and small ops.
+            # Split so that every worker gets a share (32: 2 x 16). With the torch encoders fewer
+            # texts stay one batch: two threads running small passes mostly wait for each other's
+            # Python and small ops (ONNX Runtime releases the GIL for its passes: split from 2).
             batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
         groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
         if self.workers == 1 or len(groups) <= 1:

@@ -84,3 +84,5 @@ def test_corrector_runs_onnx_by_default_and_gives_the_same_results_in_any_batch(
     assert Corrector(bundle, runtime="torch").correct(texts[0]).target == batched[0].target
     with pytest.raises(ValueError, match="already runs onnxruntime"):
         Corrector(corrector.bundle, runtime="torch")
+    with pytest.raises(ValueError, match="runs int8 networks"):
+        Corrector(bundle, quantize=False, runtime="onnxruntime")
