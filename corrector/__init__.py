@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+# What runs the int8 networks' encoders (`Corrector(runtime=...)`, `--runtime` of the CLI, service
+# and evaluator): "onnxruntime" (onnx_encoder.py), "torch" (lean_encoder.py), "auto" = ORT where
+# installed. Here, not in pipeline.py, so that argument parsers need not import torch.
+RUNTIMES = ("auto", "onnxruntime", "torch")
 __all__ = ["Corrector", "Edit", "Result", "__version__", "load_model"]
 
 if TYPE_CHECKING:

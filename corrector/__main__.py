@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import RUNTIMES
 from .script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
@@ -44,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 on a busy machine)")
     parser.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                         help="int8 networks (the default on CPU: ~1.4x faster, same F1); --no-quantize for fp32")
-    parser.add_argument("--runtime", choices=("auto", "onnxruntime", "torch"), default="auto",
+    parser.add_argument("--runtime", choices=RUNTIMES, default="auto",
                         help="what runs the int8 networks' encoders: onnxruntime (~0.7x the time per sentence; "
                              "the default where installed) or torch")
     parser.add_argument("--bf16", action="store_true",

@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import RUNTIMES
 from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, generator_log_probs, propose
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
@@ -206,7 +207,7 @@ def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
     return pool
 
 
-RUNTIMES = {"auto": "auto", "onnxruntime": "onnx", "torch": "lean"}  # Corrector(runtime=) -> int8_copy(encoder=)
+INT8_ENCODER = {"auto": "auto", "onnxruntime": "onnx", "torch": "lean"}  # Corrector(runtime=) -> int8_copy(encoder=)
 
 
 def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
@@ -216,7 +217,7 @@ def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
     service and evaluator may hold it too)."""
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-    encoder = RUNTIMES[runtime]
+    encoder = INT8_ENCODER[runtime]
     return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, encoder),
                                generator=int8_copy(bundle.generator, encoder))
 

@@ -88,7 +88,9 @@ def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:
         raise ValueError("the ONNX encoder needs onnxruntime and onnx (pip install onnxruntime onnx)")
     if encoder == "onnx" and (original is None or not onnx_encoder_supported(original)):
         raise ValueError(f"{type(model).__name__} has no encoder-only gelu ELECTRA the ONNX encoder can run")
-    copied = copy.deepcopy(model)
+    # The ONNX path reads the original's weights into its graph: the encoder is not copied first
+    # (the memo makes the copy refer to the original module, replaced right after).
+    copied = copy.deepcopy(model, {id(original): original} if encoder == "onnx" else None)
     if encoder == "onnx":
         copied.electra = OnnxElectraEncoder(original)
     elif encoder == "lean" and original is not None and lean_encoder_supported(original):

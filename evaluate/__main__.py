@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from corrector import RUNTIMES
 from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
 
 from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the corrector's int8 networks (default: on for CPU); --no-quantize for fp32",
     )
     parser.add_argument(
-        "--runtime", choices=("auto", "onnxruntime", "torch"), default="auto",
+        "--runtime", choices=RUNTIMES, default="auto",
         help="what runs the corrector's int8 encoders (default auto: onnxruntime where installed)",
     )
     parser.add_argument(

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from corrector import RUNTIMES
 from corrector.script import CHOICES as TRADITIONAL_CHOICES
 
 from .settings import ENV_PREFIX, Settings
@@ -27,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                    help="int8 networks (default on CPU: ~1.4x the throughput, same F1); --no-quantize for fp32, "
                         "exactly batch-independent results")
-    p.add_argument("--runtime", choices=("auto", "onnxruntime", "torch"),
+    p.add_argument("--runtime", choices=RUNTIMES,
                    help="what runs the int8 networks' encoders (default auto: onnxruntime where installed)")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same "
