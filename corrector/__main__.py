@@ -2,8 +2,11 @@
 
 Texts given as arguments: the corrected text on one line, then one line per edit
 (`  <position>\t<source> -> <target>\t<kind>\t<confidence>`). With --input FILE (or text on
-stdin), one text per line: the output has one corrected line per input line, so the two files
-stay aligned. --json prints one JSON object per input instead: {"source", "target", "edits"}.
+stdin), one text per line, read and written a block of lines at a time (a file of any size
+needs the memory of one block): the output has one corrected line per input line, each with
+its input line's ending (CRLF, LF, or none on a last line without one), so the two files stay
+aligned and differ only where something was corrected. --json prints one JSON object per input
+instead: {"source", "target", "edits"}, one per line.
 
 Lines that are not valid UTF-8 are reported on stderr as FILE:LINE and written as an empty
 line (or {"line": N, "error": ...} with --json); the other lines are still corrected and the
@@ -16,7 +19,9 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
 from . import RUNTIMES
 from .script import CHOICES as TRADITIONAL_CHOICES
@@ -56,19 +61,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def read_lines(data: bytes, name: str) -> Iterator[tuple[int, str | None, str | None]]:
-    """(line number, text or None, error or None) per line, decoded one line at a time."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline ending the last line does not start another one
-    for number, raw in enumerate(lines, 1):
-        raw = raw[:-1] if raw.endswith(b"\r") else raw
+BOM = b"\xef\xbb\xbf"
+
+
+def read_lines(handle: BinaryIO, name: str) -> Iterator[tuple[int, str | None, str | None, str]]:
+    """(line number, text or None, error or None, line ending) per line of a binary stream, each
+    line decoded on its own as it is read."""
+    for number, raw in enumerate(handle, 1):
+        if number == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
+        ending = b"\r\n" if raw.endswith(b"\r\n") else b"\n" if raw.endswith(b"\n") else b""
+        raw = raw[:len(raw) - len(ending)]
         try:
-            yield number, raw.decode("utf-8"), None
+            yield number, raw.decode("utf-8"), None, ending.decode()
         except UnicodeDecodeError as err:
-            yield number, None, f"{name}:{number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+            error = f"{name}:{number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+            yield number, None, error, ending.decode()
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a file, for the progress bar (read in 1 MiB chunks)."""
+    lines, last = 0, b"\n"
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
 
 
 def build_corrector(args: argparse.Namespace):
@@ -134,23 +152,26 @@ def format_result(result, as_json: bool, with_edits: bool) -> str:
     return "\n".join(lines)
 
 
-def run_lines(corrector: LazyCorrector, data: bytes, name: str, out, args: argparse.Namespace) -> int:
+def run_lines(corrector: LazyCorrector, handle: BinaryIO, name: str, out, args: argparse.Namespace,
+              total: int | None = None) -> int:
     from tqdm import tqdm
 
     status = EXIT_OK
-    entries = list(read_lines(data, name))
-    with tqdm(total=len(entries), unit="line", disable=args.no_progress, file=sys.stderr) as bar:
-        for first in range(0, len(entries), BLOCK_LINES):
-            block = entries[first:first + BLOCK_LINES]
-            good = [text for _, text, _ in block if text is not None]
+    lines = read_lines(handle, name)
+    with tqdm(total=total, unit="line", disable=args.no_progress, file=sys.stderr) as bar:
+        while block := list(islice(lines, BLOCK_LINES)):
+            good = [text for _, text, _, _ in block if text is not None]
             results = iter(corrector.correct_batch(good))
-            for number, _, error in block:
+            for number, _, error, ending in block:
+                if args.json:
+                    ending = "\n"  # JSON lines, whatever the input's line ends
                 if error is not None:
                     print(error, file=sys.stderr)
                     status = EXIT_BAD_LINES
-                    out.write((json.dumps({"line": number, "error": error}, ensure_ascii=False) if args.json else "") + "\n")
+                    out.write((json.dumps({"line": number, "error": error}, ensure_ascii=False) if args.json else "")
+                              + ending)
                 else:
-                    out.write(format_result(next(results), args.json, with_edits=False) + "\n")
+                    out.write(format_result(next(results), args.json, with_edits=False) + ending)
             out.flush()
             bar.update(len(block))
     return status
@@ -176,15 +197,16 @@ def main(argv: list[str] | None = None) -> int:
             print("usage: python -m corrector TEXT ... | --input FILE | < FILE (see --help)", file=sys.stderr)
             return EXIT_FATAL
         if args.input and args.input != "-":
-            name = args.input
+            path = Path(args.input)
             try:
-                data = Path(args.input).read_bytes()
+                handle = path.open("rb")
+                total = count_lines(path) if path.is_file() else None
             except OSError as err:
-                print(f"error: cannot read {name}: {err.strerror or err}", file=sys.stderr)
+                print(f"error: cannot read {args.input}: {err.strerror or err}", file=sys.stderr)
                 return EXIT_FATAL
-        else:
-            name, data = "<stdin>", sys.stdin.buffer.read()
-        return run_lines(corrector, data, name, out, args)
+            with handle:
+                return run_lines(corrector, handle, args.input, out, args, total)
+        return run_lines(corrector, sys.stdin.buffer, "<stdin>", out, args)
     except (OSError, ValueError, RuntimeError) as err:  # model / whitelist / confusion file problems
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FATAL

@@ -53,7 +53,39 @@ def test_file_with_a_bad_line(model, tmp_path, capsys):
     err = capsys.readouterr().err
     assert status != 0
     assert f"{source}:2:" in err and "UTF-8" in err
-    assert output.read_text(encoding="utf-8").split("\n") == [RIGHT, "", "今天天气很好", "", "最后", ""]
+    # Every line keeps its own ending: CRLF stays CRLF, a last line without one gets none.
+    assert output.read_bytes().decode() == f"{RIGHT}\n\n今天天气很好\r\n\n最后"
+
+
+def test_file_is_streamed_a_block_at_a_time(monkeypatch):
+    # A file of any size needs the memory of one block: lines are read only as blocks are corrected.
+    import argparse
+    import io
+
+    import corrector.__main__ as cli
+    from corrector.result import Result
+
+    monkeypatch.setattr(cli, "BLOCK_LINES", 2)
+    read = []
+
+    def lines():
+        for number, text in enumerate(["一", "二", "三", "四", "五"], 1):
+            read.append(number)
+            yield (text + "\r\n").encode()
+
+    class Recorder:
+        calls: list[tuple[list[str], int]] = []
+
+        def correct_batch(self, texts):
+            self.calls.append((texts, len(read)))
+            return [Result.unchanged(t) for t in texts]
+
+    out = io.StringIO(newline="")
+    args = argparse.Namespace(json=False, no_progress=True)
+    assert cli.run_lines(Recorder(), lines(), "<test>", out, args) == 0
+    # (texts of each call, lines read when it ran): never more than one block ahead.
+    assert Recorder.calls == [(["一", "二"], 2), (["三", "四"], 4), (["五"], 5)]
+    assert out.getvalue() == "一\r\n二\r\n三\r\n四\r\n五\r\n"
 
 
 def test_file_json_marks_the_bad_line(model, tmp_path, capsys):
@@ -63,6 +95,14 @@ def test_file_json_marks_the_bad_line(model, tmp_path, capsys):
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert out[0]["line"] == 1 and "UTF-8" in out[0]["error"]
     assert out[1]["target"] == RIGHT
+
+
+def test_file_json_lines_end_in_newlines(model, tmp_path, capsys):
+    source = tmp_path / "in.txt"
+    source.write_bytes(WRONG.encode() + b"\r\n" + "今天".encode())  # CRLF, then no line end
+    assert main(["--model", model, "--input", str(source), "--json", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("}\n") and "\r" not in out and len(out.splitlines()) == 2
 
 
 def test_unreadable_file(tmp_path, capsys):
