@@ -125,11 +125,11 @@ def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, i
     almost no context; `groups` = K masks positions with index % K == g in pass g, so every
     masked character keeps its neighbours — K passes instead of one.
     """
-    if not mask:
-        return _generator_pass(bundle, batch, rows, index, mask=False)
+    if not mask or groups <= 1:  # one pass: its (N, V) result as is, no copy
+        return _generator_pass(bundle, batch, rows, index, mask=mask)
     out = torch.empty(len(rows), bundle.generator.config.vocab_size)
-    group_of = index % max(1, groups)
-    for group in range(max(1, groups)):
+    group_of = index % groups
+    for group in range(groups):
         chosen = (group_of == group).nonzero(as_tuple=True)[0]
         if len(chosen):
             out[chosen] = _generator_pass(bundle, batch, rows[chosen], index[chosen], mask=True)
