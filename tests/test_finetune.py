@@ -297,3 +297,31 @@ def test_error_breakdown_sorts_every_dev_error_into_one_stage():
     # A word typed wrong as a whole (宅舞 for 债务): two errors side by side, here one corrected.
     counts = error_breakdown([cand(0, 0, "宅", "债", 3.0)], ["宅舞很重"], ["债务很重"], scorer, 0.05)
     assert counts["adjacent_errors"] == 2 and counts["adjacent_corrected"] == 1 and counts["corrected"] == 1
+
+
+def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.train import FinetuneConfig, train
+    from corrector.models import load_model
+    from corrector.pretrain.modeling import keep_layers, load_pair
+
+    discriminator, _, _ = load_pair(str(tiny_model_dir))
+    deep = [dict(layer.state_dict()) for layer in discriminator.electra.encoder.layer]
+    assert keep_layers(discriminator, 1) == [len(deep) - 1]  # a single layer: the last
+    assert discriminator.config.num_hidden_layers == 1
+    for name, tensor in discriminator.electra.encoder.layer[0].state_dict().items():
+        assert torch.equal(tensor, deep[-1][name]), name
+    twelve, _, _ = load_pair(str(tiny_model_dir))
+    twelve.electra.encoder.layer = torch.nn.ModuleList(twelve.electra.encoder.layer[i % 2] for i in range(12))
+    assert keep_layers(twelve, 6) == [0, 2, 4, 7, 9, 11]  # first and last kept, evenly between
+    with pytest.raises(ValueError, match="cannot keep 7 of 6"):  # it has 6 now
+        keep_layers(twelve, 7)
+
+    data = tmp_path / "train.tsv"
+    write_pairs(data, toy_pairs())
+    out = tmp_path / "ft"
+    train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(out), batch_size=8,
+                         warmup_steps=1, max_steps=2, save_every=10, log_every=1, cpu=True, discriminator_layers=1))
+    bundle = load_model(str(out))
+    assert bundle.discriminator.config.num_hidden_layers == 1
+    assert len(bundle.discriminator.electra.encoder.layer) == 1
+    assert bundle.generator.config.num_hidden_layers == len(deep)  # the generator is left as it was

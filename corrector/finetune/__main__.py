@@ -36,6 +36,8 @@ HELP = {
     "error_weight": "weight of the generator loss at wrong characters relative to the others (1: plain mean)",
     "generator_from_discriminator": "start the generator from the discriminator's encoder (full width) instead of "
                                     "the narrower pre-training generator",
+    "discriminator_layers": "start from this many of the initial discriminator's layers, evenly spaced from first to "
+                            "last (a faster discriminator; default: all)",
     "seed": "random seed (dev split, data order, masking)",
 }
 

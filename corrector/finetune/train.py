@@ -66,6 +66,9 @@ class FinetuneConfig(LoopConfig):
     # Replace a narrower pre-training generator by one of the discriminator's width and weights
     # (pretrain.modeling.generator_from_discriminator); no-op when it already has that width.
     generator_from_discriminator: bool = False
+    # Start from this many of the initial discriminator's layers, evenly spaced (None: all of them;
+    # pretrain.modeling.keep_layers): a faster discriminator for CPU serving.
+    discriminator_layers: int | None = None
     save_every: int = 200
 
 
@@ -172,7 +175,7 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
 def train(cfg: FinetuneConfig) -> Path:
     from transformers import AutoTokenizer
 
-    from ..pretrain.modeling import generator_from_discriminator, load_pair, set_attention
+    from ..pretrain.modeling import generator_from_discriminator, keep_layers, load_pair, set_attention
 
     accelerator, output = setup_run(cfg)
     log = accelerator.print
@@ -184,6 +187,9 @@ def train(cfg: FinetuneConfig) -> Path:
         else:
             generator = generator_from_discriminator(discriminator, generator)
             log(f"generator: the discriminator's encoder, {generator.config.hidden_size} wide")
+    if cfg.discriminator_layers is not None:
+        kept = keep_layers(discriminator, cfg.discriminator_layers)
+        log(f"discriminator: layers {kept} of the initial model")
     setattr(generator.config, GENERATOR_INPUT_KEY, cfg.generator_input)  # saved with it: how to feed it
     set_attention((discriminator, generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))

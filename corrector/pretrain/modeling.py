@@ -102,6 +102,23 @@ def generator_from_discriminator(discriminator: ElectraForPreTraining, generator
     return wide.to(device=discriminator.device, dtype=discriminator.dtype)
 
 
+def keep_layers(model: ElectraForPreTraining | ElectraForMaskedLM, layers: int) -> list[int]:
+    """Shrink `model`'s encoder in place to `layers` of its layers, evenly spaced from the first to
+    the last (DistilBERT's initialisation of a shallower student); returns the kept indices.
+
+    Why: on two CPU cores the discriminator's pass is the largest single cost of a correction
+    (README, Benchmarks), so a shallower one, fine-tuned from the deep one's layers
+    (`finetune train --discriminator-layers`), is the lever for speed; what it costs in F1 needs
+    a GPU fine-tune to tell (docs/gpu.md)."""
+    blocks = model.electra.encoder.layer
+    if not 1 <= layers <= len(blocks):
+        raise ValueError(f"cannot keep {layers} of {len(blocks)} layers")
+    kept = [len(blocks) - 1] if layers == 1 else [round(i * (len(blocks) - 1) / (layers - 1)) for i in range(layers)]
+    model.electra.encoder.layer = nn.ModuleList(blocks[i] for i in kept)
+    model.config.num_hidden_layers = layers
+    return kept
+
+
 def build_pair(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tuple[ElectraForPreTraining, ElectraForMaskedLM]:
     disc_config, gen_config = electra_configs(size, vocab_size, pad_token_id)
     discriminator = ElectraForPreTraining(disc_config)
