@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.input and args.input != "-":
             path = Path(args.input)
             try:
+                total = count_lines(path) if path.is_file() else None  # first: nothing is open if it fails
                 handle = path.open("rb")
-                total = count_lines(path) if path.is_file() else None
             except OSError as err:
                 print(f"error: cannot read {args.input}: {err.strerror or err}", file=sys.stderr)
                 return EXIT_FATAL
