@@ -1,4 +1,5 @@
-"""Keep memory the process frees for its next use instead of returning it to the OS.
+"""Process-wide memory settings for long-running work: keep the memory the process frees for its
+next use instead of returning it to the OS, and keep the garbage collector off what loading made.
 
 glibc's malloc serves blocks above a (dynamic, 128 KiB to 32 MiB) threshold with mmap and unmaps
 them on free, and trims the heap top above 128 KiB. A training or inference step allocates and
@@ -9,12 +10,22 @@ PyTorch has no caching allocator on the CPU, and jemalloc/tcmalloc (the usual ad
 LD_PRELOAD, so `models.load_model` (CLI, service, evaluator) and the trainers call
 `retain_freed_memory()` instead: batched correction ~25% faster on CPU. Blocks above 32 MiB (the
 most glibc allows) are still mapped per use; the pre-training step avoids making them.
+
+Python's cyclic garbage collector walks every tracked object it has promoted to its oldest
+generation whenever that generation has grown by a quarter. After a model is loaded that is
+~400,000 objects, nearly all of them torch's and transformers' functions, classes and tables, none
+of which will ever become garbage; each such walk took 220-280 ms on this project's 2-core CPU,
+once every few seconds under load, and stalled every request in flight with it (the service at
+32 clients: a whole batch answered in ~380 ms instead of ~100). `freeze_startup_objects()`
+moves them out of the collector's sight once start-up is done (`gc.freeze`, the standard remedy
+for long-running servers); objects made later are collected as before.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import sys
 
 _M_TRIM_THRESHOLD = -1
@@ -51,3 +62,13 @@ def retain_freed_memory() -> bool:
     ))
     _applied = ok
     return ok
+
+
+def freeze_startup_objects() -> int:
+    """Collect garbage once, then exempt every surviving object from later collections
+    (process-wide; for a server after its model is loaded and warmed up). Returns how many
+    objects are frozen. Frozen objects are never collected, so cycles among them that become
+    garbage later would stay: call it once, when what exists is what the process keeps."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

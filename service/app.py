@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corrector import __version__ as VERSION
+from corrector.allocator import freeze_startup_objects
 
 from .batching import Batcher, QueueFullError, ShuttingDownError, SupportsCorrectBatch
 from .metrics import Metrics, MetricsMiddleware
@@ -199,6 +200,12 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         instance = corrector if corrector is not None else await asyncio.to_thread(load_corrector, settings)
         if settings.warmup:
             await asyncio.to_thread(instance.correct_batch, [WARMUP_TEXT])
+        if corrector is None:
+            # This process is ours and now holds all it will keep: spare every later request the
+            # 200+ ms collector walks over the loaded libraries (corrector/allocator.py). A
+            # corrector passed in belongs to the caller's process (tests), which we leave alone.
+            frozen = freeze_startup_objects()
+            log.info("%d start-up objects exempted from garbage collection", frozen)
         batcher = Batcher(
             instance,
             enabled=settings.batching,

@@ -320,14 +320,48 @@ def test_model_is_loaded_once_in_the_lifespan(monkeypatch):
         loads.append(settings.model)
         return FakeCorrector()
 
+    freezes = []
     monkeypatch.setattr(app_module, "load_corrector", fake_load)
+    monkeypatch.setattr(app_module, "freeze_startup_objects", lambda: freezes.append(list(loads)) or 0)
     app = create_app(Settings(model="some/model-dir", warmup=True))
     assert loads == []  # building the app loads nothing
     with TestClient(app) as client:
         assert loads == ["some/model-dir"]
+        assert freezes == [["some/model-dir"]]  # once, after the load
         for _ in range(3):
             assert client.post("/correct", json={"text": "因该"}).status_code == 200
-    assert loads == ["some/model-dir"]
+    assert loads == ["some/model-dir"] and len(freezes) == 1
+
+
+def test_an_injected_corrector_leaves_the_garbage_collector_alone(monkeypatch):
+    freezes = []
+    monkeypatch.setattr(app_module, "freeze_startup_objects", lambda: freezes.append(1) or 0)
+    with TestClient(create_app(Settings(), corrector=FakeCorrector())) as client:
+        assert client.post("/correct", json={"text": "因该"}).status_code == 200
+    assert freezes == []
+
+
+def test_frozen_start_up_objects_leave_later_garbage_collectable():
+    import gc
+    import weakref
+
+    from corrector.allocator import freeze_startup_objects
+
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen == gc.get_freeze_count() > 0
+
+        class Node:
+            pass
+
+        cycle = Node()
+        cycle.self = cycle  # only the cyclic collector can free it
+        alive = weakref.ref(cycle)
+        del cycle
+        gc.collect()
+        assert alive() is None
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as before
 
 
 def test_settings_from_env(monkeypatch):
