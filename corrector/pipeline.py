@@ -210,14 +210,19 @@ def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
 INT8_ENCODER = {"auto": "auto", "onnxruntime": "onnx", "torch": "lean"}  # Corrector(runtime=) -> int8_copy(encoder=)
 
 
+def check_runtime(runtime: str) -> str:
+    """`runtime` if it is one of RUNTIMES, else a ValueError naming them."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    return runtime
+
+
 def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
     """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
     output channel; CPU only), their encoders in ONNX Runtime ("onnxruntime", onnx_encoder.py) or
     torch ("torch"; "auto": ONNX Runtime where installed). The shared bundle is not touched (the
     service and evaluator may hold it too)."""
-    if runtime not in RUNTIMES:
-        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-    encoder = INT8_ENCODER[runtime]
+    encoder = INT8_ENCODER[check_runtime(runtime)]
     return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, encoder),
                                generator=int8_copy(bundle.generator, encoder))
 
@@ -258,9 +263,7 @@ class Corrector:
         already_int8 = self.bundle.precision == "int8"  # e.g. another Corrector's bundle
         if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
             quantize = already_int8 or (self.bundle.device.type == "cpu" and not bf16)
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-        if runtime == "onnxruntime" and not quantize:
+        if check_runtime(runtime) == "onnxruntime" and not quantize:
             raise ValueError("runtime='onnxruntime' runs int8 networks: not with quantize=False, bf16 or a GPU")
         if quantize and not already_int8:
             self.bundle = quantized(self.bundle, runtime)

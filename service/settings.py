@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from corrector import RUNTIMES
+from corrector.script import CHOICES as TRADITIONAL_CHOICES
+
 ENV_PREFIX = "CSC_SERVICE_"
 
 
@@ -41,13 +44,13 @@ class Settings(BaseSettings):
     # What runs the int8 networks' encoders: "onnxruntime" (corrector/onnx_encoder.py: ~0.7x the
     # time per sentence, a text's result exactly the same in any micro-batch), "torch", or "auto":
     # onnxruntime where installed.
-    runtime: Literal["auto", "onnxruntime", "torch"] = "auto"
+    runtime: Literal[RUNTIMES] = "auto"  # the choices the CLI and evaluator offer too
     # bf16 autocast for the networks instead of int8 (CPUs with AVX512-BF16/AMX, GPUs): same dev
     # F1, confidences move by up to a few 1e-2 (0.037 between a text alone and in a batch).
     bf16: bool = False
     # Traditional-script texts are corrected in simplified form and written back in this OpenCC
     # variant (corrector/script.py): "tw", "hk", "t"; "off": every text as written.
-    traditional: Literal["tw", "hk", "t", "off"] = "tw"
+    traditional: Literal[TRADITIONAL_CHOICES] = "tw"
     # One tiny correction at start-up so the first real request does not pay for lazy init.
     warmup: bool = True
 
