@@ -28,7 +28,7 @@ Batches run in parallel on a small pool of worker threads (`CorrectorConfig.work
 with its own share of torch's intra-op threads. On 2 CPU cores two batches with one thread each
 beat one batch with two threads: a sentence-length forward pass parallelises poorly, and the
 candidate and scoring stages (numpy, Python) run on one core anyway. Measured on SIGHAN-15 with
-the shipped model at batch 32: 1.1-1.4x the sentences/s (fp32, bf16, int8; README, Benchmarks).
+the shipped model at batch 32: 1.1-1.4x the sentences/s (fp32, bf16, int8; docs/history.md, Speed).
 A call's texts are split among the workers only from `MIN_SPLIT_ITEMS` texts per worker (with
 the encoders in ONNX Runtime, from 2 texts: `MIN_SPLIT_ITEMS_ONNX`); a call that makes one batch
 (fewer texts, a single sentence) runs in the calling thread instead, with no hand-off to a worker
