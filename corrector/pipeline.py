@@ -231,8 +231,8 @@ class Corrector:
     """Chinese spelling corrector. `threshold` is the minimum confidence (0-1) of an edit.
 
     Precision: on CPU the networks run int8 matmuls by default (`quantize=None`; quantization.py),
-    1.4-1.5x the sentences/s of fp32 at the same F1 (README, Benchmarks), their encoders in ONNX
-    Runtime where it is installed (`runtime="auto"`; onnx_encoder.py: one sentence per run, so a
+    ~2x the sentences/s of fp32 at the same F1 (1.4-1.6x in torch; README, Benchmarks), their
+    encoders in ONNX Runtime where it is installed (`runtime="auto"`; onnx_encoder.py: one sentence per run, so a
     text gets exactly the same result alone or in any batch; one sentence ~0.7x the time of the
     torch int8 encoder). `runtime="torch"` runs the int8 encoders in torch (lean_encoder.py), where
     each token is quantized on its own, so a text gets the same corrections alone or in any batch
