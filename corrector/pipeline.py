@@ -232,9 +232,9 @@ class Corrector:
 
     Precision: on CPU the networks run int8 matmuls by default (`quantize=None`; quantization.py),
     ~2x the sentences/s of fp32 at the same F1 (1.4-1.6x in torch; README, Benchmarks), their
-    encoders in ONNX Runtime where it is installed (`runtime="auto"`; onnx_encoder.py: one sentence per run, so a
-    text gets exactly the same result alone or in any batch; one sentence ~0.7x the time of the
-    torch int8 encoder). `runtime="torch"` runs the int8 encoders in torch (lean_encoder.py), where
+    encoders in ONNX Runtime where it is installed (`runtime="auto"`; onnx_encoder.py: one
+    sentence per run, so a text gets exactly the same result alone or in any batch; one sentence
+    ~0.7x the time of the torch int8 encoder). `runtime="torch"` runs the int8 encoders in torch (lean_encoder.py), where
     each token is quantized on its own, so a text gets the same corrections alone or in any batch
     but its confidences can move by a few 1e-3 with the padding of its batch (fp32 attention
     rounding, amplified by the int8 rounding after it). `quantize=False` runs fp32, where
