@@ -30,6 +30,7 @@ import json
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,34 +166,37 @@ def _build(config: ConfusionConfig) -> dict:
     return {"version": BUILD_VERSION, "common": "".join(common), "pinyin": readings, "shape": shape}
 
 
-def _cache_key(config: ConfusionConfig) -> str:
-    versions = [importlib.metadata.version(p) for p in ("pypinyin", "char-similar")]
-    payload = json.dumps([BUILD_VERSION, versions, config.__dict__], sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
 def load_tables(config: ConfusionConfig | None = None, use_cache: bool = True) -> dict:
     """The built tables, from the cache when present (building and caching them otherwise)."""
     config = config or ConfusionConfig()
-    path = cache_dir() / f"confusion-v{BUILD_VERSION}-{_cache_key(config)}.json"
+    versions = [importlib.metadata.version(p) for p in ("pypinyin", "char-similar")]
+    return cached_json(f"confusion-v{BUILD_VERSION}", [BUILD_VERSION, versions, config.__dict__],
+                       lambda: _build(config), use_cache=use_cache)
+
+
+def cached_json(name: str, key: object, build: Callable[[], object], use_cache: bool = True):
+    """`build()`'s JSON-able result, cached as `cache_dir()/NAME-HASH.json` where HASH is a hash
+    of `key` (build parameters and package versions); cache files of other keys are removed."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{name}-{digest}.json"
     if use_cache and path.exists():
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             pass  # a truncated cache file: rebuild it
-    tables = _build(config)
+    value = build()
     if use_cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(tables, ensure_ascii=False), encoding="utf-8")
+            tmp.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
             tmp.replace(path)  # atomic: concurrent builders never see half a file
-            for old in path.parent.glob("confusion-v*-*.json"):  # tables of older builds
-                if not old.name.startswith(f"confusion-v{BUILD_VERSION}-"):
+            for old in path.parent.glob(f"{name}-*.json"):  # built with other parameters or versions
+                if old != path:
                     old.unlink(missing_ok=True)
         except OSError:
             pass  # a read-only home directory must not stop the corrector
-    return tables
+    return value
 
 
 def read_pairs(path: str | Path) -> list[tuple[str, str]]:
