@@ -147,6 +147,46 @@ class NgramLM:
         totals = logp.sum(1)
         return totals[len(sites):] - totals[site_of]
 
+    def span_gains(self, sites: Sequence[tuple[str, int]], words: Sequence[str]) -> np.ndarray:
+        """log P(text with `words[k]` written over the text from `start` on) - log P(text) for
+        each site (text, start) — a whole word changed at once, in nats. As in `site_gains`,
+        only the n-grams ending inside the span or up to `order` - 1 characters after it count;
+        a span shared by several words is scored as written once, each text converted once."""
+        n = self.order
+        text_ids: dict[int, np.ndarray] = {}
+        spans: dict[tuple[int, int, int], int] = {}  # (text, start, length) -> its row as written
+        written: list[tuple[str, int, int]] = []
+        own = np.empty(len(words), dtype=np.int64)
+        for k, ((text, start), word) in enumerate(zip(sites, words, strict=True)):
+            key = (id(text), start, len(word))
+            if key not in spans:
+                spans[key] = len(written)
+                written.append((text, start, len(word)))
+                if id(text) not in text_ids:
+                    text_ids[id(text)] = self.ids(text)
+            own[k] = spans[key]
+        width = 2 * (n - 1) + max((len(word) for word in words), default=0)
+        rows = np.full((len(written) + len(words), width), BOUNDARY, dtype=np.uint64)
+        events = np.empty(len(rows), dtype=np.int64)
+
+        def fill(row: int, text: str, start: int, middle: np.ndarray) -> None:
+            ids, end = text_ids[id(text)], start + len(middle)
+            left, right = ids[max(0, start - n + 1):start], ids[end:end + n - 1]
+            rows[row, n - 1 - len(left):n - 1] = left
+            rows[row, n - 1:n - 1 + len(middle)] = middle
+            rows[row, n - 1 + len(middle):n - 1 + len(middle) + len(right)] = right  # then BOUNDARY: the text's end
+            events[row] = len(middle) + len(right) + (1 if end + n - 1 > len(text) else 0)
+
+        for row, (text, start, length) in enumerate(written):
+            fill(row, text, start, text_ids[id(text)][start:start + length])
+        for k, ((text, start), word) in enumerate(zip(sites, words, strict=True)):
+            fill(len(written) + k, text, start, self.ids(word))
+        grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
+        logp = self.log_prob(grams).reshape(len(rows), width - n + 1)
+        logp[np.arange(width - n + 1)[None, :] >= events[:, None]] = 0.0
+        totals = logp.sum(1)
+        return totals[len(written):] - totals[own]
+
     # ---- building and storage --------------------------------------------------------------
 
     @classmethod
