@@ -16,6 +16,7 @@ fits: the generator's log-probability plus, when the model has one, the n-gram L
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable
@@ -59,12 +60,33 @@ class Candidates:
     top1: np.ndarray  # target is the generator's most likely CJK character there
     lm_gain: np.ndarray  # n-gram LM: log P(sentence with target) - log P(sentence), nats
     pair_count: np.ndarray  # times source -> target was a real correction in training
+    # Word candidates (homophones.py): the group of characters written together (-1: a single
+    # character), the n-gram gain of writing the whole word, how many characters it changes and
+    # log10(1 + its dictionary frequency); 0 for single characters.
+    group: np.ndarray
+    word_gain: np.ndarray
+    word_size: np.ndarray
+    word_freq: np.ndarray
 
     def __len__(self) -> int:
         return len(self.position)
 
     def select(self, keep: np.ndarray) -> Candidates:
         return Candidates(**{name: getattr(self, name)[keep] for name in self.__dataclass_fields__})
+
+    @classmethod
+    def empty(cls) -> Candidates:
+        kinds = {"position": np.int64, "target_id": np.int64, "relation": np.int64, "group": np.int64, "top1": bool}
+        return cls(**{name: np.zeros(0, dtype=kinds.get(name, np.float64)) for name in cls.__dataclass_fields__})
+
+    def extended(self, words: Candidates) -> Candidates:
+        """These candidates, then the word members `words` (their groups renumbered after any here)."""
+        if len(words) == 0:
+            return self
+        first_group = int(self.group.max()) + 1 if len(self) and self.group.max() >= 0 else 0
+        words = dataclasses.replace(words, group=words.group + first_group)
+        return Candidates(**{name: np.concatenate([getattr(self, name), getattr(words, name)]).astype(getattr(self, name).dtype)
+                             for name in self.__dataclass_fields__})
 
 
 class VocabConfusion:
@@ -210,6 +232,7 @@ def propose(
     rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[position[order]]
     kept = order[rank < config.max_candidates]
     orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy()
+    none = np.zeros(len(kept))
     return Candidates(
         position=position[kept],
         target_id=target[kept],
@@ -219,4 +242,8 @@ def propose(
         top1=target[kept] == top_ids[position[kept], 0],
         lm_gain=np.asarray(lm, dtype=np.float64)[kept],
         pair_count=pair_count[kept].astype(np.float64),
+        group=np.full(len(kept), -1, dtype=np.int64),
+        word_gain=none,
+        word_size=none,
+        word_freq=none,
     )

@@ -60,6 +60,7 @@ from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, g
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
 from .error_pairs import pair_features
+from .homophones import HomophoneWords, WordConfig, propose_words, whole_words, word_confidence
 from .models import ModelBundle, check_generator_input, load_model
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
 from .quantization import int8_copy
@@ -90,6 +91,11 @@ class CorrectorConfig:
     overlap: int = 16  # shared characters between hard windows of unpunctuated text
     batch_size: int = 32
     candidates: CandidateConfig = field(default_factory=CandidateConfig)
+    # Word candidates (homophones.py): None proposes them when the scorer reads `word_gain` (a
+    # scorer fitted without them would score their characters as single ones); calibration
+    # turns them on to fit a scorer that does.
+    word_candidates: bool | None = None
+    words: WordConfig = field(default_factory=WordConfig)
     generator_input: str | None = None  # "masked" / "source"; None: the model's (ModelBundle.generator_input)
     generator_groups: int = 1  # "masked" input: generator passes, flagged positions masked in index % K groups
     recheck_top: int = 2  # candidates per position re-checked by the discriminator
@@ -121,6 +127,9 @@ class ScoredCandidate:
     confidence: float
     rechecked: bool  # recheck_prob is measured (else imputed as detect_prob)
     best: bool  # the highest-confidence candidate at its position
+    # A character of a word candidate (homophones.py): its word, as "offset of the word's first
+    # change:the word's new characters" (unique within the text); "" for a single character.
+    word: str = ""
 
 
 @dataclass
@@ -134,31 +143,69 @@ class _Item:
     editable: list[bool]
 
 
-def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0) -> np.ndarray:
+def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0, target: np.ndarray | None = None,
+              rival: np.ndarray | None = None) -> np.ndarray:
     """Per candidate: its n-gram gain minus the best gain among the other candidates at the same
     position (`floor` when it is alone there).
 
     Measured on dev (scorer network refitted on one half, scored on the other, mean of both
     ways): correction F1 0.365 -> 0.379 with this feature. A gain alone says "better than the
     original"; many true corrections have a modest gain but win their position clearly, while
-    many false alarms are one of several characters the LM likes about as well."""
+    many false alarms are one of several characters the LM likes about as well.
+
+    With `target` and `rival` (a mask), only the rivals count as "the other candidates", and a
+    candidate is never compared with a rival writing its own target: a word candidate's
+    character (homophones.py) gets the margin of the single candidate it repeats.
+    """
     if len(position) == 0:
         return np.zeros(0)
+    if rival is None:
+        rival, target = np.ones(len(position), dtype=bool), np.arange(len(position))
     size = int(position.max()) + 1
     best = np.full(size, -np.inf)
-    np.maximum.at(best, position, gain)
-    is_best = gain >= best[position]
-    # The runner-up: the best gain with each position's (first) leader left out.
+    np.maximum.at(best, position[rival], gain[rival])
+    # The leader of each position (its first rival with the best gain) and the runner-up.
+    is_best = rival & (gain >= best[position])
     best_index = np.flatnonzero(is_best)
     _, first = np.unique(position[best_index], return_index=True)
     leader = np.full(size, -1)
     leader[position[best_index[first]]] = best_index[first]
-    others = gain.astype(np.float64).copy()
+    others = np.where(rival, gain.astype(np.float64), -np.inf)
     others[leader[leader >= 0]] = -np.inf
     second = np.full(size, -np.inf)
     np.maximum.at(second, position, others)
-    other_best = np.where(np.arange(len(gain)) == leader[position], second[position], best[position])
+    lead = leader[position]
+    same_as_leader = (lead >= 0) & (target[np.maximum(lead, 0)] == target)
+    other_best = np.where(same_as_leader, second[position], best[position])
     return gain - np.maximum(other_best, floor)
+
+
+def winners(position: np.ndarray, group: np.ndarray, score: np.ndarray) -> list[int]:
+    """The candidates accepted before the threshold: per position the best-scoring one, where a
+    word candidate (group >= 0, its members sharing one score) wins only as a whole — when it
+    beats every single candidate at each of its positions, best words first, no position twice.
+    Candidates scored -inf never win."""
+    single = np.flatnonzero((group < 0) & (score > -np.inf))
+    order = single[np.lexsort((-score[single], position[single]))]
+    leaders = order[np.r_[True, position[order][1:] != position[order][:-1]]] if len(order) else order
+    best_single = dict(zip(position[leaders].tolist(), leaders.tolist(), strict=True))
+    members = np.flatnonzero((group >= 0) & (score > -np.inf))
+    taken: dict[int, list[int]] = {}  # position -> the accepted word's members
+    if len(members):
+        by_group: dict[int, list[int]] = {}
+        for k in members.tolist():
+            by_group.setdefault(int(group[k]), []).append(k)
+        for ks in sorted(by_group.values(), key=lambda ks: (-score[ks[0]], ks[0])):
+            spots = [int(position[k]) for k in ks]
+            if any(n in taken for n in spots):
+                continue
+            if all(n not in best_single or score[ks[0]] > score[best_single[n]] for n in spots):
+                for n in spots:
+                    taken[n] = ks
+    chosen = [k for n, k in best_single.items() if n not in taken]
+    for ks in {id(ks): ks for ks in taken.values()}.values():
+        chosen.extend(ks)
+    return sorted(chosen)
 
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
@@ -295,6 +342,12 @@ class Corrector:
             tok = self.bundle.tokenizer
             self.vocab_to_lm = self.bundle.ngram.ids([tok.token(i) for i in range(tok.vocab_size)])
         self.words = WordFrequency()
+        word_candidates = self.config.word_candidates
+        if word_candidates is None:
+            word_candidates = self.scorer.uses("word_gain")
+        self.homophones = None
+        if word_candidates and self.bundle.ngram is not None:  # a word is judged by the n-gram LM
+            self.homophones = HomophoneWords.build(self.confusion, self.config.words.min_freq)
         traditional = self.config.traditional
         self.script = ScriptConverter(traditional) if traditional not in (None, OFF) else None
         self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
@@ -450,6 +503,8 @@ class Corrector:
 
         cands = propose(log_probs, source_ids, source_chars, self.vocab_confusion, self.cjk_bias,
                         self.config.candidates, lm_gains=lm_gains)
+        if self.homophones is not None:
+            cands = cands.extended(self._word_candidates(texts, group, rows, offsets, log_probs, source_ids, lm_gains))
 
         # Per flagged position: protection and the features every candidate there shares.
         nouns: dict[int, set[int]] = {}
@@ -459,7 +514,7 @@ class Corrector:
             nouns[row] = {it.chunk.start + o for o in proper_noun_offsets(chunk_text, hmm=self.config.proper_noun_hmm)}
         in_noun = np.array([o in nouns[r] for r, o in zip(rows, offsets, strict=True)])
         if self.config.veto_proper_nouns:
-            cands = cands.select(~in_noun[cands.position])
+            cands = whole_words(cands.select(~in_noun[cands.position]))
         if len(cands) == 0:
             return
         contexts = [self.words.context(text, o) for text, o in zip(site_texts, offsets, strict=True)]
@@ -467,6 +522,7 @@ class Corrector:
         targets = [tok.token(t) for t in cands.target_id.tolist()]
         cand_word = np.array([self.words.score(contexts[n], target)
                               for n, target in zip(cands.position.tolist(), targets, strict=True)])
+        cand_word = np.maximum(cand_word, cands.word_freq)  # a word candidate's character makes that word
         if bundle.error_pairs is not None:
             source_counts = np.array([bundle.error_pairs.char_counts.get(char, 0) for char in source_chars], dtype=np.float64)
         else:
@@ -480,19 +536,21 @@ class Corrector:
             x[ks, FEATURE_INDEX["recheck_prob"]] = self._recheck(
                 group, [(rows[cands.position[k]], index[cands.position[k]], int(cands.target_id[k]), recheck[k]) for k in ks])
             rechecked[ks] = True
-        confidence = self.scorer.confidence(x)
+        confidence = word_confidence(cands.group, self.scorer.confidence(x))
 
         # Best candidate per position (among the rechecked ones when rechecking is on).
         ranked = confidence.clone().double()
         if self.rechecking:
             ranked[~rechecked] = float("-inf")
-        order = np.lexsort((-ranked.numpy(), cands.position))
-        leaders = order[np.r_[True, cands.position[order][1:] != cands.position[order][:-1]]]
-        best = [int(k) for k in leaders if ranked[k] > float("-inf")]
+        best = winners(cands.position, cands.group, ranked.numpy())
         if calibrate:
-            winners = set(best)
+            won = set(best)
             by_item: dict[int, list[ScoredCandidate]] = {}
             features = x.tolist()
+            word_keys: dict[int, str] = {}  # group -> "offset of its first change:its new characters"
+            for k in np.flatnonzero(cands.group >= 0).tolist():
+                n, g = int(cands.position[k]), int(cands.group[k])
+                word_keys[g] = word_keys[g] + targets[k] if g in word_keys else f"{offsets[n]}:{targets[k]}"
             for k in range(len(cands)):
                 n = int(cands.position[k])
                 by_item.setdefault(rows[n], []).append(ScoredCandidate(
@@ -503,7 +561,8 @@ class Corrector:
                     features=dict(zip(FEATURES, features[k], strict=True)),
                     confidence=float(confidence[k]),
                     rechecked=bool(rechecked[k]),
-                    best=k in winners,
+                    best=k in won,
+                    word=word_keys.get(int(cands.group[k]), ""),
                 ))
             for row, scored in by_item.items():
                 yield group[row], scored
@@ -524,6 +583,30 @@ class Corrector:
         for row, edits in accepted.items():
             it = group[row]
             yield it, self._guarded_edits(texts, originals, it, edits)
+
+    def _word_candidates(self, texts, group: list[_Item], rows: list[int], offsets: list[int],
+                         log_probs: torch.Tensor, source_ids: torch.Tensor, lm_gains) -> Candidates:
+        """Word candidates (homophones.py) over the batch's flagged positions n = 0..N-1, which
+        sit at `offsets[n]` of the text of chunk `group[rows[n]]`."""
+        flagged: list[dict[int, int]] = [{} for _ in group]
+        for n, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
+            flagged[row][offset] = n
+        allowed = (log_probs + self.cjk_bias).numpy()
+        tok, error_pairs = self.bundle.tokenizer, self.bundle.error_pairs
+        return propose_words(
+            self.homophones,
+            [(texts[it.text_index], it.chunk.start, it.chunk.end) for it in group],
+            flagged,
+            allowed,
+            log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy(),
+            allowed.argmax(1),
+            tok.vocab.get,
+            self.confusion.relation,
+            (lambda old, new: error_pairs.targets(old).get(new, 0)) if error_pairs is not None else (lambda old, new: 0),
+            self.bundle.ngram,
+            lm_gains,
+            self.config.words,
+        )
 
     def _guarded_edits(self, texts, originals, item: _Item, edits: list[Edit]) -> list[Edit]:
         """A chunk's accepted edits as edits of the text as written, then the max-edits guard.
@@ -585,7 +668,9 @@ class Corrector:
             "lm_gain_unrelated": np.where(relation != 0, 0.0, lm_gain),
             "pair_log_count": pair_log_count,
             "pair_log_rate": pair_log_rate,
-            "lm_margin": lm_margin(n, lm_gain),
+            "lm_margin": lm_margin(n, lm_gain, target=cands.target_id, rival=cands.group < 0),
+            "word_gain": np.where(cands.group >= 0, np.clip(cands.word_gain, -20.0, 20.0), 0.0),
+            "word_size": cands.word_size,
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return torch.from_numpy(matrix.astype(np.float32))

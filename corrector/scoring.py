@@ -13,7 +13,8 @@ For a flagged position with original character `o` and candidate `c` the feature
     similar_shape   similar four-corner code / stroke order / components
     user_pair       the pair is in the user's confusion file
     cand_word       log10(1 + jieba frequency) of the most frequent 2-4 char word covering the
-                    position once c is written there (0 if none)
+                    position once c is written there (0 if none); for a character of a word
+                    candidate, at least that word's own frequency
     orig_word       the same with o
     proper_noun     the position is inside a jieba proper-noun token (nr/ns/nt/nz)
     lm_gain         log P_ngram(sentence with c) - log P_ngram(sentence with o), the model's
@@ -27,6 +28,10 @@ For a flagged position with original character `o` and candidate `c` the feature
     pair_log_count  log(1 + times o was corrected to c in the model's training data)
     pair_log_rate   log((that count + 0.1) / (occurrences of o there + 1)); both 0 for a model
                     without an error-pair table (error_pairs.py)
+    word_gain       for a character of a word candidate (homophones.py: a dictionary word that
+                    sounds like the written span, >= 2 characters changed): the n-gram LM's gain
+                    for writing the whole word, clipped to [-20, 20]; 0 for a single character
+    word_size       how many characters that word changes; 0 for a single character
 
 confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
@@ -75,8 +80,11 @@ FEATURES: tuple[str, ...] = (
     "pair_log_count",
     "pair_log_rate",
     "lm_margin",
+    "word_gain",
+    "word_size",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
+WORD_FEATURES = ("word_gain", "word_size")  # non-zero only for word candidates (homophones.py)
 
 # Hand-set so that an untrained-scorer model behaves sensibly: a confident generator, a change
 # the discriminator likes better, a confusion relation and a real word must add up before an
@@ -100,6 +108,8 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "pair_log_count": 0.0,  # only meaningful once fitted with the model's own table
     "pair_log_rate": 0.0,
     "lm_margin": 0.0,  # only meaningful once fitted
+    "word_gain": 0.0,  # word candidates are proposed only for a scorer fitted to read them
+    "word_size": 0.0,
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined

@@ -239,6 +239,25 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     corrector = Corrector(load_model(str(model)))
     assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
     assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])
+    assert "word_gain" not in saved["mlp"]["inputs"] and corrector.homophones is None  # words are opt-in
+
+
+def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_model_dir: Path, tmp_path: Path):
+    import shutil
+
+    from corrector.finetune.calibrate import calibrate
+    from corrector.models import load_model
+    from corrector.ngram import NgramLM
+    from corrector.pipeline import Corrector
+
+    dev = tmp_path / "dev.tsv"
+    write_pairs(dev, toy_pairs()[:5])
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)  # words need one
+    saved = calibrate(model, dev, detection_grid=(0.0,), held_out=False, word_candidates=True, log=lambda *_: None)
+    assert {"word_gain", "word_size"} <= set(saved["mlp"]["inputs"])
+    assert Corrector(load_model(str(model))).homophones is not None
 
 
 def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_path: Path):

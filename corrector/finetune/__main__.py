@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
     cal.add_argument("--generator-input", choices=GENERATOR_INPUTS, default=None,
                      help="feed the generator this way (default: as fine-tuning trained it); recorded in scorer.json")
+    cal.add_argument("--word-candidates", action="store_true",
+                     help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
+                          "scorer on them; the corrector then proposes them with this scorer")
 
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         from .calibrate import calibrate
 
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
-                  generator_input=args.generator_input, **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
+                  generator_input=args.generator_input, word_candidates=args.word_candidates, **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
