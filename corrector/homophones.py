@@ -29,6 +29,7 @@ The index is cached as JSON beside the confusion tables (`confusion.cache_dir()`
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
 from collections.abc import Callable, Sequence
@@ -79,10 +80,7 @@ class HomophoneWords:
 
     @classmethod
     def build(cls, confusion: ConfusionSet, min_freq: int = WordConfig.min_freq, use_cache: bool = True) -> HomophoneWords:
-        versions = [importlib.metadata.version(p) for p in ("pypinyin", "jieba")]
-        index = cached_json("homophone-words", [BUILD_VERSION, versions, min_freq],
-                            lambda: _build_index(min_freq), use_cache=use_cache)
-        return cls({key: [(w, int(f)) for w, f in words] for key, words in index.items()}, confusion)
+        return cls(load_index(min_freq, use_cache), confusion)
 
     def _syllables(self, char: str) -> list[str]:
         keys = self._keys.get(char)
@@ -121,6 +119,16 @@ class HomophoneWords:
                 ranked = sorted(words.items(), key=lambda item: (-item[1], item[0]))[:most_frequent]
                 found.extend(WordMatch(start + i, word, freq) for word, freq in ranked)
         return found
+
+
+@functools.lru_cache(maxsize=4)
+def load_index(min_freq: int = WordConfig.min_freq, use_cache: bool = True) -> dict[str, list[tuple[str, int]]]:
+    """The index, built or read from the JSON cache once per process (every Corrector shares it;
+    read-only after loading)."""
+    versions = [importlib.metadata.version(p) for p in ("pypinyin", "jieba")]
+    index = cached_json("homophone-words", [BUILD_VERSION, versions, min_freq],
+                        lambda: _build_index(min_freq), use_cache=use_cache)
+    return {key: [(w, int(f)) for w, f in words] for key, words in index.items()}
 
 
 def _build_index(min_freq: int) -> dict[str, list[tuple[str, int]]]:

@@ -141,10 +141,7 @@ class NgramLM:
         site_of = np.asarray(site_of, dtype=np.int64)
         rows = np.concatenate([context, context[site_of]])  # each site as is, then every candidate
         rows[len(sites):, n - 1] = np.asarray(targets, dtype=np.uint64)
-        grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
-        logp = self.log_prob(grams).reshape(len(rows), n)
-        logp[np.arange(n)[None, :] >= np.concatenate([events, events[site_of]])[:, None]] = 0.0
-        totals = logp.sum(1)
+        totals = self._row_totals(rows, np.concatenate([events, events[site_of]]))
         return totals[len(sites):] - totals[site_of]
 
     def span_gains(self, sites: Sequence[tuple[str, int]], words: Sequence[str]) -> np.ndarray:
@@ -181,11 +178,17 @@ class NgramLM:
             fill(row, text, start, text_ids[id(text)][start:start + length])
         for k, ((text, start), word) in enumerate(zip(sites, words, strict=True)):
             fill(len(written) + k, text, start, self.ids(word))
-        grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
-        logp = self.log_prob(grams).reshape(len(rows), width - n + 1)
-        logp[np.arange(width - n + 1)[None, :] >= events[:, None]] = 0.0
-        totals = logp.sum(1)
+        totals = self._row_totals(rows, events)
         return totals[len(written):] - totals[own]
+
+    def _row_totals(self, rows: np.ndarray, events: np.ndarray) -> np.ndarray:
+        """Per row of ids (n - 1 ids of left context first): the summed log-probability of its
+        first `events[row]` n-grams, i.e. those ending at the changed span or in reach after it."""
+        n = self.order
+        grams = np.lib.stride_tricks.sliding_window_view(rows, n, axis=1).reshape(-1, n)
+        logp = self.log_prob(grams).reshape(len(rows), rows.shape[1] - n + 1)
+        logp[np.arange(rows.shape[1] - n + 1)[None, :] >= events[:, None]] = 0.0
+        return logp.sum(1)
 
     # ---- building and storage --------------------------------------------------------------
 

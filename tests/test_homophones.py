@@ -11,7 +11,7 @@ import torch
 from conftest import TINY_TEXT, build_tiny_model
 
 from corrector import Corrector
-from corrector.homophones import HomophoneWords, whole_words, word_confidence
+from corrector.homophones import HomophoneWords, load_index, whole_words, word_confidence
 from corrector.ngram import NgramLM
 from corrector.pipeline import CorrectorConfig, lm_margin, winners
 from corrector.scoring import Scorer
@@ -23,6 +23,7 @@ RIGHT = "他毕竟是个孩子。"
 @pytest.fixture(scope="module")
 def homophones(confusion, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("ELECTRA_CSC_CACHE", str(tmp_path_factory.mktemp("cache")))
+    load_index.cache_clear()  # built here, into that cache, whatever an earlier test loaded
     return HomophoneWords.build(confusion)
 
 
@@ -47,7 +48,12 @@ def test_index_finds_words_that_sound_like_the_span(homophones):
 
 
 def test_index_is_cached_and_rebuilt_identically(homophones, confusion):
+    from corrector.confusion import cache_dir
+
+    assert len(list(cache_dir().glob("homophone-words-*.json"))) == 1
+    load_index.cache_clear()
     again = HomophoneWords.build(confusion)  # from the JSON cache written by the fixture
+    assert HomophoneWords.build(confusion).index is again.index  # then once per process
     assert again.index == homophones.index
     assert all(freq >= 10 for words in again.index.values() for _, freq in words)
 
