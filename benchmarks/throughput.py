@@ -70,7 +70,10 @@ def parse_args() -> argparse.Namespace:
                              "is scored and rechecked, an upper bound on the work)")
     parser.add_argument("--flag-rate", type=float, default=0.05, help="random model only: share of characters flagged")
     parser.add_argument("--output", default=str(ROOT / "runs" / "benchmarks" / "throughput.json"))
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.classic_limit < 1:  # the speed-up is relative to the classic baseline's rate
+        parser.error(f"--classic-limit must be at least 1 (the baseline the speed-up is measured against), got {args.classic_limit}")
+    return args
 
 
 def read_sources(path: Path, limit: int | None) -> list[str]:
