@@ -188,20 +188,21 @@ def winners(position: np.ndarray, group: np.ndarray, score: np.ndarray) -> list[
     single = np.flatnonzero((group < 0) & (score > -np.inf))
     order = single[np.lexsort((-score[single], position[single]))]
     leaders = order[np.r_[True, position[order][1:] != position[order][:-1]]] if len(order) else order
-    best_single = dict(zip(position[leaders].tolist(), leaders.tolist(), strict=True))
     members = np.flatnonzero((group >= 0) & (score > -np.inf))
+    if len(members) == 0:  # the default path (no word candidates): each position's leader
+        return sorted(leaders.tolist())
+    best_single = dict(zip(position[leaders].tolist(), leaders.tolist(), strict=True))
     taken: dict[int, list[int]] = {}  # position -> the accepted word's members
-    if len(members):
-        by_group: dict[int, list[int]] = {}
-        for k in members.tolist():
-            by_group.setdefault(int(group[k]), []).append(k)
-        for ks in sorted(by_group.values(), key=lambda ks: (-score[ks[0]], ks[0])):
-            spots = [int(position[k]) for k in ks]
-            if any(n in taken for n in spots):
-                continue
-            if all(n not in best_single or score[ks[0]] > score[best_single[n]] for n in spots):
-                for n in spots:
-                    taken[n] = ks
+    by_group: dict[int, list[int]] = {}
+    for k in members.tolist():
+        by_group.setdefault(int(group[k]), []).append(k)
+    for ks in sorted(by_group.values(), key=lambda ks: (-score[ks[0]], ks[0])):
+        spots = [int(position[k]) for k in ks]
+        if any(n in taken for n in spots):
+            continue
+        if all(n not in best_single or score[ks[0]] > score[best_single[n]] for n in spots):
+            for n in spots:
+                taken[n] = ks
     chosen = [k for n, k in best_single.items() if n not in taken]
     for ks in {id(ks): ks for ks in taken.values()}.values():
         chosen.extend(ks)
