@@ -18,9 +18,45 @@ per sentence alone. The heads stay here.
 from __future__ import annotations
 
 import copy
+import functools
+import os
+import time
 
 import torch
 from torch import nn
+
+# An fp32 matmul of integer-valued tensors is exact while every partial sum stays below 2**24:
+# |sum| <= depth * 127 * 127, so up to 1,040 input features (every layer of ELECTRA-small/base's
+# attention and of small's FFN). Deeper layers take float64, exact to 2**53.
+FLOAT32_EXACT_DEPTH = 2**24 // (127 * 127)
+KERNELS = ("auto", "int", "float")
+
+
+@functools.cache
+def int8_kernel() -> str:
+    """How `Int8Linear` multiplies: "int" (torch._int_mm, int32 sums) or "float" (the same int8
+    values as floats, exact: see FLOAT32_EXACT_DEPTH). Both give identical results; only speed
+    differs. torch's CPU int8 matmul is fast where the CPU has VNNI (the Intel machines of sessions
+    9-20) and a slow fallback where it has not — on an AVX2-only AMD EPYC (session 21) 15-30x
+    slower than fp32 (16 vs 1.1 ms for 16 x 128 @ 128 x 6,884, the generator's head), which made
+    the int8 corrector slower than fp32. So "auto" (the default; `CSC_INT8_KERNEL` overrides) times
+    both once per process on a head-sized product and keeps the faster."""
+    kernel = os.environ.get("CSC_INT8_KERNEL", "auto")
+    if kernel not in KERNELS:
+        raise ValueError(f"CSC_INT8_KERNEL must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel != "auto":
+        return kernel
+    x = torch.randint(-127, 128, (64, 256), dtype=torch.int8)
+    w = torch.randint(-127, 128, (256, 1024), dtype=torch.int8)
+    x_float, w_float = x.float(), w.float()
+    timings = {}
+    for name, product in (("int", lambda: torch._int_mm(x, w)), ("float", lambda: x_float @ w_float)):
+        product()  # warm-up: first-call dispatch and allocation
+        start = time.perf_counter()
+        for _ in range(3):
+            product()
+        timings[name] = time.perf_counter() - start
+    return "int" if timings["int"] <= timings["float"] else "float"
 
 
 class Int8Linear(nn.Module):
@@ -47,12 +83,25 @@ class Int8Linear(nn.Module):
         rows = x.reshape(-1, self.in_features).float()  # no copy when x is fp32 already
         row_max = rows.abs().amax(dim=1, keepdim=True).clamp_(min=1e-8)
         # Symmetric per-token scale; |x| * 127 / row_max <= 127 (+ rounding error), so no clamp.
-        quantized = (rows * (127.0 / row_max)).round_().to(torch.int8)
-        # torch's int8 x int8 -> int32 matmul (VNNI on x86; what torchao calls for this scheme too).
-        product = torch._int_mm(quantized, self.weight_t).float()
+        quantized = (rows * (127.0 / row_max)).round_()
+        if int8_kernel() == "int":
+            # torch's int8 x int8 -> int32 matmul (VNNI on x86; what torchao calls for this scheme too).
+            product = torch._int_mm(quantized.to(torch.int8), self.weight_t).float()
+        else:  # the same integer sums in floating point (exact), where int8 matmul is slow
+            weight = self._float_weight()
+            product = (quantized.to(weight.dtype) @ weight).float()
         scales = row_max * self.weight_scale
         out = product.mul_(scales) if self.bias is None else torch.addcmul(self.bias, product, scales)
         return out.reshape(*x.shape[:-1], self.out_features)
+
+    def _float_weight(self) -> torch.Tensor:
+        """The int8 weights as floats (made on first use: only the "float" kernel needs them)."""
+        weight = self.__dict__.get("_weight_float")
+        if weight is None or weight.device != self.weight_t.device:
+            dtype = torch.float32 if self.in_features <= FLOAT32_EXACT_DEPTH else torch.float64
+            weight = self.weight_t.to(dtype)
+            self.__dict__["_weight_float"] = weight  # not a buffer: not saved, rebuilt after .to()
+        return weight
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

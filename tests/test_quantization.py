@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from corrector import quantization
 from corrector.lean_encoder import LeanElectraEncoder, lean_encoder_supported
 from corrector.models import load_model
 from corrector.pipeline import Corrector
@@ -99,3 +100,33 @@ def test_lean_encoder_only_takes_encoders_it_can_run(tiny_bundle):
     assert not lean_encoder_supported(decoder)
     with pytest.raises(ValueError, match="lean encoder"):
         LeanElectraEncoder(decoder)
+
+
+@pytest.mark.parametrize("in_features", [64, 1024, 1100])  # 1100 > FLOAT32_EXACT_DEPTH: float64 sums
+def test_int8_linear_float_kernel_gives_the_int_kernels_exact_result(monkeypatch, in_features):
+    torch.manual_seed(2)
+    layer = Int8Linear.from_linear(torch.nn.Linear(in_features, 40))
+    # Worst case for the sums: every activation at +-127 after quantization, weights of one sign.
+    layer.weight_t.copy_(torch.full_like(layer.weight_t, 127))
+    x = torch.cat([torch.randn(6, in_features), torch.ones(2, in_features)])
+    results = {}
+    for kernel in ("int", "float"):
+        monkeypatch.setattr(quantization, "int8_kernel", lambda kernel=kernel: kernel)
+        results[kernel] = layer(x)
+    assert torch.equal(results["int"], results["float"])
+
+
+def test_int8_kernel_choice_reads_the_environment(monkeypatch):
+    quantization.int8_kernel.cache_clear()
+    try:
+        monkeypatch.setenv("CSC_INT8_KERNEL", "float")
+        assert quantization.int8_kernel() == "float"
+        quantization.int8_kernel.cache_clear()
+        monkeypatch.setenv("CSC_INT8_KERNEL", "fast")
+        with pytest.raises(ValueError, match="CSC_INT8_KERNEL must be one of"):
+            quantization.int8_kernel()
+        quantization.int8_kernel.cache_clear()
+        monkeypatch.delenv("CSC_INT8_KERNEL")
+        assert quantization.int8_kernel() in ("int", "float")  # timed on this machine
+    finally:
+        quantization.int8_kernel.cache_clear()
