@@ -344,3 +344,30 @@ def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, t
     assert bundle.discriminator.config.num_hidden_layers == 1
     assert len(bundle.discriminator.electra.encoder.layer) == 1
     assert bundle.generator.config.num_hidden_layers == len(deep)  # the generator is left as it was
+
+
+def test_generator_layers_with_a_frozen_discriminator_train_the_generator_alone(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.train import FinetuneConfig, train
+    from corrector.models import load_model
+
+    before = load_model(str(tiny_model_dir))
+    data = tmp_path / "train.tsv"
+    write_pairs(data, toy_pairs())
+    out = tmp_path / "ft"
+    train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(out), batch_size=8, lr=1e-2,
+                         warmup_steps=1, max_steps=3, save_every=10, log_every=1, cpu=True,
+                         generator_layers=1, freeze_discriminator=True))
+    after = load_model(str(out))
+    assert after.generator.config.num_hidden_layers == 1 and len(after.generator.electra.encoder.layer) == 1
+    # The discriminator (and the word embeddings it shares with the generator) did not move ...
+    old, new = before.discriminator.state_dict(), after.discriminator.state_dict()
+    assert old.keys() == new.keys()
+    for name in old:
+        assert torch.equal(old[name], new[name]), name
+    # ... while the generator's kept layer did (lr 1e-2: three steps change every weight matrix).
+    kept = before.generator.electra.encoder.layer[-1].state_dict()
+    trained = after.generator.electra.encoder.layer[0].state_dict()
+    assert not torch.equal(kept["output.dense.weight"], trained["output.dense.weight"])
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("gen_loss" in row for row in log)
+    assert not any("disc_loss" in row for row in log)  # the discriminator was not run

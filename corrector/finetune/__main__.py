@@ -38,6 +38,8 @@ HELP = {
                                     "the narrower pre-training generator",
     "discriminator_layers": "start from this many of the initial discriminator's layers, evenly spaced from first to "
                             "last (a faster discriminator; default: all)",
+    "generator_layers": "start from this many of the initial generator's layers, evenly spaced (default: all)",
+    "freeze_discriminator": "train the generator alone: the discriminator and the shared embeddings stay as they are",
     "seed": "random seed (dev split, data order, masking)",
 }
 
