@@ -25,6 +25,7 @@ keeps the torch path (`onnx_encoder_supported`).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 
@@ -48,12 +49,40 @@ def onnx_encoder_supported(encoder: nn.Module) -> bool:
     return lean_encoder_supported(encoder) and encoder.config.hidden_act == "gelu"
 
 
+@functools.cache
+def signed_weights_saturate() -> bool:
+    """Whether ONNX Runtime's uint8 x int8 matmul saturates on this CPU.
+
+    Without VNNI, ORT's x86 kernel for uint8 activations x int8 weights sums pairs of products in
+    16 bits (VPMADDUBSW), which saturates when both are large: 2 x 255 x 127 > 32,767 (ORT's
+    quantization docs). On the AVX2-only AMD EPYC of session 21 that moved the shipped
+    discriminator's hidden states by up to 6 % of their range (0.33 of 5.2 on one sentence) and
+    broke a tiny test model outright. The probe multiplies such values once and compares with the
+    exact sum; where they saturate, the graphs take uint8 weights with zero point 128 instead
+    (exact, ~10-20 % slower there)."""
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    depth = 64
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "saturation_probe",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [16, depth])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])],
+        initializer=[helper.make_tensor("b", TensorProto.INT8, [depth, 16], [127] * (depth * 16))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    product = session.run(None, {"a": np.full((16, depth), 255, dtype=np.uint8)})[0]
+    return bool((product != depth * 255 * 127).any())
+
+
 class _GraphBuilder:
     """Collects nodes and initializers; each method adds one operation and returns its output name."""
 
-    def __init__(self) -> None:
+    def __init__(self, unsigned_weights: bool = False) -> None:
         import onnx  # noqa: F401  (checked by onnx_runtime_available)
 
+        self.unsigned_weights = unsigned_weights  # uint8 weights, zero point 128 (signed_weights_saturate)
         self.nodes: list = []
         self.initializers: list = []
         self._count = 0
@@ -84,7 +113,12 @@ class _GraphBuilder:
         quantized = np.clip(np.round(w / scale[:, None]), -127, 127).astype(np.int8).T  # (in, out)
         x_q, x_scale, x_zero = self.op("DynamicQuantizeLinear", [x], outputs=3)
         scales = self.op("Mul", [x_scale, self.constant("w_scale", scale.astype(np.float32))])
-        product = self.op("MatMulInteger", [x_q, self.constant("w_int8", quantized), x_zero])
+        if self.unsigned_weights:  # the same integers, shifted by 128: exact where int8 would saturate
+            shifted = (quantized.astype(np.int16) + 128).astype(np.uint8)
+            product = self.op("MatMulInteger", [x_q, self.constant("w_uint8", shifted), x_zero,
+                                                self.constant("w_zero", np.array(128, dtype=np.uint8))])
+        else:
+            product = self.op("MatMulInteger", [x_q, self.constant("w_int8", quantized), x_zero])
         out = self.op("Mul", [self.op("Cast", [product], to=1), scales])  # to=1: float32
         if bias is not None:
             out = self.op("Add", [out, self.constant("bias", bias.detach().float().numpy())])
@@ -103,7 +137,7 @@ def build_encoder_graph(encoder: nn.Module):
 
     if not onnx_encoder_supported(encoder):
         raise ValueError(f"{type(encoder).__name__} is not an encoder-only gelu ELECTRA the ONNX encoder can run")
-    g = _GraphBuilder()
+    g = _GraphBuilder(unsigned_weights=signed_weights_saturate())
     embeddings = encoder.embeddings
     # In transformers' order: (word + token type 0) + position [:T], then LayerNorm.
     words = g.op("Gather", [g.constant("word_emb", embeddings.word_embeddings.weight.detach().float().numpy()),

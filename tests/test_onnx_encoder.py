@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 
+from corrector import onnx_encoder
 from corrector.models import load_model
 from corrector.onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
 from corrector.pipeline import Corrector
@@ -86,3 +87,18 @@ def test_corrector_runs_onnx_by_default_and_gives_the_same_results_in_any_batch(
         Corrector(corrector.bundle, runtime="torch")
     with pytest.raises(ValueError, match="runs int8 networks"):
         Corrector(bundle, quantize=False, runtime="onnxruntime")
+
+
+@pytest.mark.parametrize("network", ["discriminator", "generator"])
+def test_unsigned_weights_are_exact_where_signed_ones_would_saturate(tiny_bundle, network, monkeypatch):
+    """uint8 weights with zero point 128 (what CPUs without VNNI get): the same integers, so as
+    close to fp32 as int8 is anywhere; the probe answers for this CPU either way."""
+    assert isinstance(onnx_encoder.signed_weights_saturate(), bool)
+    monkeypatch.setattr(onnx_encoder, "signed_weights_saturate", lambda: True)
+    original = getattr(tiny_bundle, network)
+    unsigned = int8_copy(original, "onnx")
+    valid = MASK.bool()
+    with torch.inference_mode():
+        fp32 = original.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
+        got = unsigned.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
+    assert (got - fp32)[valid].abs().max() < 0.05 * fp32[valid].abs().max()
