@@ -18,7 +18,9 @@ alone vs 4.3 ms per sentence in a batch of 8, which pads).
 
 The graph is built here with `onnx.helper` from the transformers `ElectraModel` weights — no
 exporter, no files, ~0.2 s per network at load time. Weights: int8, one scale per output channel
-(as `Int8Linear`); activations: uint8 with one scale and zero point per tensor, computed per run.
+(as `Int8Linear`) — stored as uint8 with zero point 128 on CPUs whose int8 kernel saturates
+(`signed_weights_saturate`: no VNNI); activations: uint8 with one scale and zero point per
+tensor, computed per run.
 Only what `lean_encoder_supported` accepts and the "gelu" activation are built; anything else
 keeps the torch path (`onnx_encoder_supported`).
 """
