@@ -181,12 +181,30 @@ def _generator_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index
     return logits.float().log_softmax(-1).cpu()
 
 
+@dataclass
+class GeneratorView:
+    """What the candidate stages read of the generator at the flagged positions n, computed once
+    per batch (the single candidates here and the word candidates, homophones.py, share it)."""
+
+    allowed: np.ndarray  # (N, V) log-probs with non-CJK ids at -inf
+    source: np.ndarray  # (N,) log-prob of the written character
+    top_ids: np.ndarray  # (N, k) the most likely allowed ids, best first
+
+    @classmethod
+    def of(cls, log_probs: torch.Tensor, source_ids: torch.Tensor, bias: torch.Tensor, top: int) -> GeneratorView:
+        allowed = log_probs + bias
+        return cls(
+            allowed=allowed.numpy(),
+            source=log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy(),
+            top_ids=allowed.topk(min(top, allowed.shape[1]), dim=-1).indices.numpy(),
+        )
+
+
 def propose(
-    log_probs: torch.Tensor,
+    view: GeneratorView,
     source_ids: torch.Tensor,
     source_chars: list[str],
     vocab_confusion: VocabConfusion,
-    bias: torch.Tensor,
     config: CandidateConfig,
     lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> Candidates:
@@ -198,9 +216,7 @@ def propose(
     (position, candidate) pair. Then at most `max_candidates` per position are kept, ranked by
     the estimate of `CandidateConfig`. All on flat arrays: one entry per (position, candidate).
     """
-    allowed_t = log_probs + bias
-    top_ids = allowed_t.topk(min(config.top_k + 1, allowed_t.shape[1]), dim=-1).indices.numpy()
-    allowed = allowed_t.numpy()
+    allowed, top_ids = view.allowed, view.top_ids  # top_ids: config.top_k + 1 (the source may be one)
     n_positions, vocab = allowed.shape
     sources = source_ids.numpy().astype(np.int64)
     # Confusion-set candidates of every position, concatenated.
@@ -231,7 +247,7 @@ def propose(
     counts = np.bincount(position, minlength=n_positions)
     rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[position[order]]
     kept = order[rank < config.max_candidates]
-    orig_lp = log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy()
+    orig_lp = view.source
     none = np.zeros(len(kept))
     return Candidates(
         position=position[kept],

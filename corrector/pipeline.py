@@ -56,7 +56,15 @@ import numpy as np
 import torch
 
 from . import RUNTIMES
-from .candidates import CandidateConfig, Candidates, VocabConfusion, cjk_bias, generator_log_probs, propose
+from .candidates import (
+    CandidateConfig,
+    Candidates,
+    GeneratorView,
+    VocabConfusion,
+    cjk_bias,
+    generator_log_probs,
+    propose,
+)
 from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
 from .error_pairs import pair_features
@@ -502,10 +510,10 @@ class Corrector:
                 """One vectorised n-gram pass for every candidate of the batch."""
                 return bundle.ngram.site_gains(sites, position, self.vocab_to_lm[target_ids])
 
-        cands = propose(log_probs, source_ids, source_chars, self.vocab_confusion, self.cjk_bias,
-                        self.config.candidates, lm_gains=lm_gains)
+        view = GeneratorView.of(log_probs, source_ids, self.cjk_bias, self.config.candidates.top_k + 1)
+        cands = propose(view, source_ids, source_chars, self.vocab_confusion, self.config.candidates, lm_gains=lm_gains)
         if self.homophones is not None:
-            cands = cands.extended(self._word_candidates(texts, group, rows, offsets, log_probs, source_ids, lm_gains))
+            cands = cands.extended(self._word_candidates(texts, group, rows, offsets, view, lm_gains))
 
         # Per flagged position: protection and the features every candidate there shares.
         nouns: dict[int, set[int]] = {}
@@ -586,21 +594,20 @@ class Corrector:
             yield it, self._guarded_edits(texts, originals, it, edits)
 
     def _word_candidates(self, texts, group: list[_Item], rows: list[int], offsets: list[int],
-                         log_probs: torch.Tensor, source_ids: torch.Tensor, lm_gains) -> Candidates:
+                         view: GeneratorView, lm_gains) -> Candidates:
         """Word candidates (homophones.py) over the batch's flagged positions n = 0..N-1, which
         sit at `offsets[n]` of the text of chunk `group[rows[n]]`."""
         flagged: list[dict[int, int]] = [{} for _ in group]
         for n, (row, offset) in enumerate(zip(rows, offsets, strict=True)):
             flagged[row][offset] = n
-        allowed = (log_probs + self.cjk_bias).numpy()
         tok, error_pairs = self.bundle.tokenizer, self.bundle.error_pairs
         return propose_words(
             self.homophones,
             [(texts[it.text_index], it.chunk.start, it.chunk.end) for it in group],
             flagged,
-            allowed,
-            log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy(),
-            allowed.argmax(1),
+            view.allowed,
+            view.source,
+            view.top_ids[:, 0],
             tok.vocab.get,
             self.confusion.relation,
             (lambda old, new: error_pairs.targets(old).get(new, 0)) if error_pairs is not None else (lambda old, new: 0),
