@@ -263,9 +263,6 @@ def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
     return pool
 
 
-INT8_ENCODER = {"auto": "auto", "onnxruntime": "onnx", "torch": "lean"}  # Corrector(runtime=) -> int8_copy(encoder=)
-
-
 def check_runtime(runtime: str) -> str:
     """`runtime` if it is one of RUNTIMES, else a ValueError naming them."""
     if runtime not in RUNTIMES:
@@ -278,9 +275,9 @@ def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
     output channel; CPU only), their encoders in ONNX Runtime ("onnxruntime", onnx_encoder.py) or
     torch ("torch"; "auto": ONNX Runtime where installed). The shared bundle is not touched (the
     service and evaluator may hold it too)."""
-    encoder = INT8_ENCODER[check_runtime(runtime)]
-    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, encoder),
-                               generator=int8_copy(bundle.generator, encoder))
+    runtime = check_runtime(runtime)
+    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, runtime),
+                               generator=int8_copy(bundle.generator, runtime))
 
 
 class Corrector:

@@ -107,7 +107,9 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-ENCODERS = ("auto", "onnx", "lean", "transformers")
+# The runtimes of Corrector(runtime=) and `python -m corrector --runtime` (int8_runtime names the
+# one a network got), plus "transformers", the reference the two are tested against.
+ENCODERS = ("auto", "onnxruntime", "torch", "transformers")
 
 
 def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:
@@ -115,11 +117,11 @@ def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:
     touched: the service and evaluator may share it). CPU only.
 
     An ELECTRA encoder (`model.electra`, every network this project ships) is replaced as a
-    whole: "onnx" runs it in ONNX Runtime (onnx_encoder.py: one sentence per run, fused int8
-    kernels), "lean" in a plain torch forward with query/key/value fused (lean_encoder.py),
+    whole: "onnxruntime" runs it in ONNX Runtime (onnx_encoder.py: one sentence per run, fused
+    int8 kernels), "torch" in a plain torch forward with query/key/value fused (lean_encoder.py),
     "transformers" keeps transformers' encoder with int8 layers (the reference both are tested
-    against); "auto" is "onnx" when onnxruntime is installed and the network qualifies, else
-    "lean" where it qualifies. The heads keep transformers' code with int8 layers."""
+    against); "auto" is "onnxruntime" when onnxruntime is installed and the network qualifies,
+    else "torch" where it qualifies. The heads keep transformers' code with int8 layers."""
     from .lean_encoder import LeanElectraEncoder, lean_encoder_supported  # they build on Int8Linear
     from .onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
 
@@ -130,19 +132,19 @@ def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:
     original = getattr(model, "electra", None)
     if encoder == "auto":
         if original is not None and onnx_runtime_available() and onnx_encoder_supported(original):
-            encoder = "onnx"
+            encoder = "onnxruntime"
         else:
-            encoder = "lean"
-    if encoder == "onnx" and not onnx_runtime_available():
+            encoder = "torch"
+    if encoder == "onnxruntime" and not onnx_runtime_available():
         raise ValueError("the ONNX encoder needs onnxruntime and onnx (pip install onnxruntime onnx)")
-    if encoder == "onnx" and (original is None or not onnx_encoder_supported(original)):
+    if encoder == "onnxruntime" and (original is None or not onnx_encoder_supported(original)):
         raise ValueError(f"{type(model).__name__} has no encoder-only gelu ELECTRA the ONNX encoder can run")
     # The ONNX path reads the original's weights into its graph: the encoder is not copied first
     # (the memo makes the copy refer to the original module, replaced right after).
-    copied = copy.deepcopy(model, {id(original): original} if encoder == "onnx" else None)
-    if encoder == "onnx":
+    copied = copy.deepcopy(model, {id(original): original} if encoder == "onnxruntime" else None)
+    if encoder == "onnxruntime":
         copied.electra = OnnxElectraEncoder(original)
-    elif encoder == "lean" and original is not None and lean_encoder_supported(original):
+    elif encoder == "torch" and original is not None and lean_encoder_supported(original):
         copied.electra = LeanElectraEncoder(copied.electra)
     _replace_linears(copied)
     return copied.eval()

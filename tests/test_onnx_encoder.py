@@ -26,7 +26,7 @@ def tiny_bundle(tiny_model_dir):
 @pytest.mark.parametrize("network", ["discriminator", "generator"])  # with and without the embedding projection
 def test_onnx_encoder_is_close_to_the_fp32_and_torch_int8_encoders(tiny_bundle, network):
     original = getattr(tiny_bundle, network)
-    onnx_net, torch_net = int8_copy(original, "onnx"), int8_copy(original, "lean")
+    onnx_net, torch_net = int8_copy(original, "onnxruntime"), int8_copy(original, "torch")
     assert isinstance(onnx_net.electra, OnnxElectraEncoder) and is_int8(onnx_net)
     valid = MASK.bool()
     with torch.inference_mode():
@@ -45,7 +45,7 @@ def test_onnx_encoder_is_close_to_the_fp32_and_torch_int8_encoders(tiny_bundle, 
 
 
 def test_onnx_encoder_rows_do_not_depend_on_their_batch(tiny_bundle):
-    encoder = int8_copy(tiny_bundle.discriminator, "onnx").electra
+    encoder = int8_copy(tiny_bundle.discriminator, "onnxruntime").electra
     together = encoder(input_ids=IDS, attention_mask=MASK).last_hidden_state
     for row in range(len(IDS)):
         length = int(MASK[row].sum())
@@ -54,7 +54,7 @@ def test_onnx_encoder_rows_do_not_depend_on_their_batch(tiny_bundle):
 
 
 def test_onnx_encoder_refuses_what_it_cannot_run(tiny_bundle):
-    encoder = int8_copy(tiny_bundle.discriminator, "onnx").electra
+    encoder = int8_copy(tiny_bundle.discriminator, "onnxruntime").electra
     with pytest.raises(ValueError, match="right-padded"):
         encoder(input_ids=IDS, attention_mask=MASK.flip(1))
     with pytest.raises(ValueError, match="token type 0"):
@@ -70,7 +70,7 @@ def test_onnx_encoder_refuses_what_it_cannot_run(tiny_bundle):
     assert not onnx_encoder_supported(relu.electra)
     assert not isinstance(int8_copy(relu).electra, OnnxElectraEncoder)  # "auto": the torch encoder instead
     with pytest.raises(ValueError, match="ONNX encoder can run"):
-        int8_copy(relu, "onnx")
+        int8_copy(relu, "onnxruntime")
 
 
 def test_corrector_runs_onnx_by_default_and_gives_the_same_results_in_any_batch(trained_model_dir):
@@ -96,7 +96,7 @@ def test_unsigned_weights_are_exact_where_signed_ones_would_saturate(tiny_bundle
     assert isinstance(onnx_encoder.signed_weights_saturate(), bool)
     monkeypatch.setattr(onnx_encoder, "signed_weights_saturate", lambda: True)
     original = getattr(tiny_bundle, network)
-    unsigned = int8_copy(original, "onnx")
+    unsigned = int8_copy(original, "onnxruntime")
     valid = MASK.bool()
     with torch.inference_mode():
         fp32 = original.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state

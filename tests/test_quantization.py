@@ -72,7 +72,7 @@ def test_corrector_precision_choices(tiny_bundle):
 @pytest.mark.parametrize("network", ["discriminator", "generator"])
 def test_lean_encoder_matches_the_int8_transformers_network(tiny_bundle, network):
     original = getattr(tiny_bundle, network)
-    lean, reference = int8_copy(original, "lean"), int8_copy(original, "transformers")
+    lean, reference = int8_copy(original, "torch"), int8_copy(original, "transformers")
     assert isinstance(lean.electra, LeanElectraEncoder) and not isinstance(reference.electra, LeanElectraEncoder)
     # A padded batch (the mask path) and a single unpadded row (the no-mask path).
     ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
