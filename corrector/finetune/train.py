@@ -78,8 +78,9 @@ class FinetuneConfig(LoopConfig):
     freeze_discriminator: bool = False
     # Knowledge distillation (Hinton et al. 2015; DistilBERT): a model dir whose generator is the
     # teacher — typically the full-depth generator a --generator-layers student was cut from. Its
-    # soft predictions carry what the hard target cannot (which wrong characters are plausible),
-    # so a cut generator recovers in far fewer steps than from the targets alone (session 22).
+    # soft predictions carry what the hard target cannot (which other characters are plausible).
+    # Measured once (session 22, CPU, 2,000 steps × 64 on the 6-layer cut): the KL to the teacher
+    # fell by a fifth, the student's top-1 at wrong characters did not move (model card).
     distill_from: str | None = None
     distill_weight: float = 1.0  # weight of the KL term against the target cross-entropy
     distill_temperature: float = 2.0
