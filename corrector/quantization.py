@@ -25,6 +25,8 @@ import time
 import torch
 from torch import nn
 
+from . import RUNTIMES
+
 # An fp32 matmul of integer-valued tensors is exact while every partial sum stays below 2**24:
 # |sum| <= depth * 127 * 127, so up to 1,040 input features (every layer of ELECTRA-small/base's
 # attention and of small's FFN). Deeper layers take float64, exact to 2**53.
@@ -109,7 +111,7 @@ class Int8Linear(nn.Module):
 
 # The runtimes of Corrector(runtime=) and `python -m corrector --runtime` (int8_runtime names the
 # one a network got), plus "transformers", the reference the two are tested against.
-ENCODERS = ("auto", "onnxruntime", "torch", "transformers")
+ENCODERS = (*RUNTIMES, "transformers")
 
 
 def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:

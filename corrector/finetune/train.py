@@ -87,6 +87,13 @@ class FinetuneConfig(LoopConfig):
     save_every: int = 200
 
 
+def scored_logits(generator, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+    """An ElectraForMaskedLM's logits at the `scored` positions only: the vocabulary head (the
+    largest matmul of a step) skips every other position."""
+    hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return generator.generator_lm_head(generator.generator_predictions(hidden[scored]))
+
+
 class CorrectionModel(nn.Module):
     """Generator + discriminator whose forward is the fine-tuning objective (one DDP call)."""
 
@@ -116,8 +123,7 @@ class CorrectionModel(nn.Module):
         else:
             masked = scored = wrong | extra
         gen_input = source.masked_fill(masked, self.mask_token_id)
-        hidden = self.generator.electra(input_ids=gen_input, attention_mask=attention_mask).last_hidden_state
-        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden[scored]))
+        logits = scored_logits(self.generator, gen_input, attention_mask, scored)
         token_loss = F.cross_entropy(logits.float(), target[scored], reduction="none")
         weights = torch.where(wrong[scored], self.cfg.error_weight, 1.0)
         gen_loss = (token_loss * weights).sum() / weights.sum().clamp_min(1.0)
@@ -153,8 +159,7 @@ class CorrectionModel(nn.Module):
         gradients on the cross-entropy's scale (Hinton et al.)."""
         t = self.cfg.distill_temperature
         with torch.no_grad():
-            hidden = self.teacher.electra(input_ids=gen_input, attention_mask=attention_mask).last_hidden_state
-            teacher_logits = self.teacher.generator_lm_head(self.teacher.generator_predictions(hidden[scored]))
+            teacher_logits = scored_logits(self.teacher, gen_input, attention_mask, scored)
         teacher_log_probs = F.log_softmax(teacher_logits.float() / t, dim=-1)
         student_log_probs = F.log_softmax(logits.float() / t, dim=-1)
         kl = (teacher_log_probs.exp() * (teacher_log_probs - student_log_probs)).sum(-1)
