@@ -122,6 +122,10 @@ class Scorer:
     threshold: float = DEFAULT_THRESHOLD
     detection_threshold: float = DEFAULT_DETECTION_THRESHOLD
     mlp: dict | None = None  # {"inputs", "mean", "std", "w1", "b1", "w2", "b2"}; replaces `weights`
+    # A character the discriminator leaves below `detection_threshold` is examined too when the
+    # generator ("source" input) gives a character of its confusion set a logit this much above
+    # the written one's (candidates.GeneratorPass.confusion_margins); None: the discriminator alone.
+    generator_flag_margin: float | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -158,6 +162,8 @@ class Scorer:
             threshold=float(config.get("threshold", DEFAULT_THRESHOLD)),
             detection_threshold=float(config.get("detection_threshold", DEFAULT_DETECTION_THRESHOLD)),
             mlp=config.get("mlp"),
+            generator_flag_margin=None if config.get("generator_flag_margin") is None
+            else float(config["generator_flag_margin"]),
         )
 
     def to_config(self) -> dict:
@@ -168,6 +174,8 @@ class Scorer:
             "threshold": self.threshold,
             "detection_threshold": self.detection_threshold,
         }
+        if self.generator_flag_margin is not None:
+            config["generator_flag_margin"] = self.generator_flag_margin
         if self.mlp is not None:
             config["mlp"] = self.mlp
         return config
@@ -235,8 +243,8 @@ class Scorer:
         base_scorer = cls.from_config(base)
         if hidden > 0:
             mlp = _fit_mlp(x, y, list(inputs or [f for f in FEATURES if f != "bias"]), hidden, l2 / 100, max_iter, seed)
-            fitted = cls(weights={}, threshold=base_scorer.threshold,
-                         detection_threshold=base_scorer.detection_threshold, mlp=mlp)
+            fitted = cls(weights={}, threshold=base_scorer.threshold, detection_threshold=base_scorer.detection_threshold,
+                         mlp=mlp, generator_flag_margin=base_scorer.generator_flag_margin)
             return fitted.to_config()
         # Standardise for a well-conditioned problem, then map the weights back.
         mean, std = x.mean(0), x.std(0)
@@ -263,6 +271,7 @@ class Scorer:
             weights={name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)},
             threshold=base_scorer.threshold,
             detection_threshold=base_scorer.detection_threshold,
+            generator_flag_margin=base_scorer.generator_flag_margin,
         )
         return fitted.to_config()
 

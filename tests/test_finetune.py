@@ -406,3 +406,24 @@ def test_distillation_pulls_a_cut_generator_towards_its_teacher(tiny_model_dir: 
     with pytest.raises(ValueError, match="reads 'masked' input"):
         train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(tmp_path / "bad"), max_steps=1,
                              cpu=True, generator_input="source", distill_from=str(tiny_model_dir)))
+
+
+def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_model_dir: Path, tmp_path: Path):
+    import shutil
+
+    from corrector.finetune.calibrate import calibrate
+
+    dev = tmp_path / "dev.tsv"
+    write_pairs(dev, toy_pairs()[:5])
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    tried = []
+    saved = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None, 0.0, -1e9), generator_input="source",
+                      held_out=False, log=tried.append)
+    assert sum("generator flag margin" in line for line in tried) >= 3  # each margin swept
+    assert saved.get("generator_flag_margin") in (None, 0.0, -1e9)
+    breakdown = saved["calibration"]["error_breakdown"]
+    assert sum(breakdown[k] for k in ("corrected", "below_threshold", "outranked", "no_candidate")) == breakdown["errors"]
+    masked = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None, -1e9), generator_input="masked",
+                       held_out=False, log=lambda *_: None)
+    assert "generator_flag_margin" not in masked  # masked input: the discriminator alone

@@ -561,3 +561,56 @@ def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, c
     assert sum(len(r.edits) for r in results) > 10
     assert len(seen) == 1  # one pass, whatever generator_groups says ...
     assert not (seen[0] == corrector.bundle.tokenizer.mask_token_id).any()  # ... over the text as written
+
+
+def test_generator_flags_examine_characters_the_discriminator_leaves(tiny_model_dir, confusion):
+    # The discriminator's threshold out of reach: only the generator's confusion margin flags.
+    texts = [WRONG, MIXED, RIGHT]
+
+    def corrector(margin):
+        return Corrector(str(tiny_model_dir), detection_threshold=1.0, confusion=confusion,
+                         scorer={"generator_flag_margin": margin}, config=CorrectorConfig(generator_input="source"))
+
+    def examined(margin):
+        return {(c.text_index, c.position) for c in corrector(margin).score_candidates(texts)}
+
+    everything, some, nothing = examined(-1e9), examined(0.0), examined(1e9)
+    assert examined(None) == set() and nothing == set()
+    assert some <= everything
+    # At -inf every character whose confusion set the vocabulary holds (the tiny one lacks many).
+    sets = corrector(None).vocab_confusion
+    assert everything == {(t, i) for t, text in enumerate(texts) for i, ch in enumerate(text)
+                          if is_cjk(ch) and len(sets(ch)[0])}
+    assert len(everything) > 10
+    # A masked-input generator never flags: it reads the flagged positions masked, so a margin
+    # over the written text would be read from a pass the corrector does not make.
+    masked = Corrector(str(tiny_model_dir), detection_threshold=1.0, confusion=confusion,
+                       scorer={"generator_flag_margin": -1e9}, config=CorrectorConfig(generator_input="masked"))
+    assert masked.score_candidates([WRONG]) == []
+
+
+def test_confusion_margins_equal_the_full_heads_logits(tiny_model_dir, confusion):
+    from corrector.candidates import GeneratorPass, VocabConfusion, output_layer
+    from corrector.detection import make_batch
+    from corrector.quantization import int8_copy
+
+    bundle = load_model(str(tiny_model_dir))
+    ids = bundle.tokenizer.encode(WRONG).ids
+    batch = make_batch([ids], bundle)
+    rows, index = torch.zeros(len(ids), dtype=torch.long), torch.arange(len(ids))
+    written = torch.tensor(ids)
+    vocab_confusion = VocabConfusion(confusion, bundle)
+    sets = [vocab_confusion(ch)[0] for ch in WRONG]
+    sets[3] = sets[3][:0]  # a character without a confusion set is never flagged
+    margins = GeneratorPass(bundle, batch.input_ids, batch.attention_mask).confusion_margins(
+        rows, index, written, sets, output_layer(bundle.generator))
+    with torch.no_grad():
+        logits = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[0, 1:-1]
+    expected = torch.tensor([float(logits[i, torch.from_numpy(s)].max() - logits[i, ids[i]]) if len(s) else float("-inf")
+                             for i, s in enumerate(sets)])
+    assert torch.allclose(margins, expected, atol=1e-4)
+    # An int8 head's rows are read dequantized: within half a quantization step of the weights.
+    weight = bundle.generator.generator_lm_head.weight
+    dequantized, _ = output_layer(int8_copy(bundle.generator, encoder="torch"))
+    step = weight.abs().amax(dim=1, keepdim=True) / 127
+    assert ((dequantized - weight).abs() <= step / 2 + 1e-7).all()

@@ -48,6 +48,11 @@ HELP = {
 }
 
 
+def margin_value(text: str) -> float | None:
+    """A --margin-grid entry: a number, or 'off' (the discriminator alone)."""
+    return None if text.lower() == "off" else float(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--batch-size", type=int, default=32)
     cal.add_argument("--detection-grid", type=float, nargs="+", default=None,
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
+    cal.add_argument("--margin-grid", nargs="+", default=None, type=margin_value,
+                     help="generator flag margins to try with each detection threshold, 'off' for none "
+                          "(default: off 1 0 -0.5; a 'source' generator only)")
     cal.add_argument("--hidden", type=int, default=16,
                      help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
     cal.add_argument("--generator-input", choices=GENERATOR_INPUTS, default=None,
@@ -110,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from .calibrate import calibrate
 
+        grids = {name: value for name, value in (("detection_grid", args.detection_grid),
+                                                  ("margin_grid", args.margin_grid)) if value}
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
-                  generator_input=args.generator_input, word_candidates=args.word_candidates, **({"detection_grid": args.detection_grid} if args.detection_grid else {}))
+                  generator_input=args.generator_input, word_candidates=args.word_candidates, **grids)
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
