@@ -6,7 +6,7 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
    `detection_threshold` are flagged; when the scorer sets a `generator_flag_margin` (and the
    generator reads the text as written), the generator's pass of step 2 runs over the whole
    batch first and also flags the characters where it prefers a confusable character to the
-   written one by more than that margin, read from ~30 rows of its output layer per character
+   written one by more than that margin, read from its confusion set's 30-110 rows of the output layer
    (the discriminator misses errors the generator sees: `_generator_flags`);
 2. one generator pass over the batch as written ("source" input, a generator fine-tuned to
    correct) or with every flagged position masked ("masked" input): top-k candidates plus
