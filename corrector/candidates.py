@@ -231,11 +231,10 @@ def _row_dots(states: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> 
 def output_layer(generator: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """The generator's vocabulary projection as float (V, E) weight and (V,) bias on the CPU
     (an int8 head's weights dequantized)."""
+    from .quantization import Int8Linear
+
     head = generator.generator_lm_head
-    if hasattr(head, "weight_t"):  # Int8Linear: W = q * (weight_scale * 127) per output row
-        weight = head.weight_t.t().float() * (head.weight_scale.float() * 127.0)[:, None]
-    else:
-        weight = head.weight.detach().float()
+    weight = head.dequantized_weight() if isinstance(head, Int8Linear) else head.weight.detach().float()
     bias = head.bias.detach().float() if head.bias is not None else torch.zeros(weight.shape[0])
     return weight.cpu(), bias.cpu()
 

@@ -96,6 +96,10 @@ class Int8Linear(nn.Module):
         out = product.mul_(scales) if self.bias is None else torch.addcmul(self.bias, product, scales)
         return out.reshape(*x.shape[:-1], self.out_features)
 
+    def dequantized_weight(self) -> torch.Tensor:
+        """The (out, in) float weight these int8 values stand for: q * (w_max / 127) per output row."""
+        return self.weight_t.t().float() * (self.weight_scale.float() * 127.0)[:, None]
+
     def _float_weight(self) -> torch.Tensor:
         """The int8 weights as floats (made on first use: only the "float" kernel needs them)."""
         weight = self.__dict__.get("_weight_float")
