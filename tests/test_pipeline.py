@@ -614,3 +614,49 @@ def test_confusion_margins_equal_the_full_heads_logits(tiny_model_dir, confusion
     dequantized, _ = output_layer(int8_copy(bundle.generator, encoder="torch"))
     step = weight.abs().amax(dim=1, keepdim=True) / 127
     assert ((dequantized - weight).abs() <= step / 2 + 1e-7).all()
+
+
+def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_dir, confusion):
+    """Flag score = margin + weight x the n-gram LM's best gain over the confusion set, read only
+    where the margin clears FLAG_LM_FLOOR (-inf elsewhere); weight 0 keeps the margin alone."""
+    import numpy as np
+
+    from corrector.ngram import NgramLM
+    from corrector.pipeline import FLAG_LM_FLOOR
+
+    lm = NgramLM.count([RIGHT, "我们应该让座。", "老人应该坐下。"] * 3, order=3, min_count=1, min_char_count=1)
+    bundle = dataclasses.replace(load_model(str(tiny_model_dir)), ngram=lm)
+    scorer = {"generator_flag_margin": 0.0, "generator_flag_lm_weight": 0.5}
+    corrector = Corrector(bundle, detection_threshold=1.0, confusion=confusion, scorer=scorer,
+                          config=CorrectorConfig(generator_input="source"))
+    assert corrector.scorer.generator_flag_lm_weight == 0.5
+    assert Scorer.from_config(corrector.scorer.to_config()).generator_flag_lm_weight == 0.5
+    assert "generator_flag_lm_weight" not in Scorer(generator_flag_margin=0.0).to_config()  # old files stay as they were
+
+    group = corrector._items([WRONG])
+    item = group[0]
+    index = [i for i, editable in enumerate(item.editable) if editable]
+    rows_t, index_t = torch.zeros(len(index), dtype=torch.long), torch.tensor(index)
+    sets = [corrector.vocab_confusion(WRONG[item.offsets[i]])[0] for i in index]
+    margins = torch.linspace(FLAG_LM_FLOOR - 2, 2.0, len(index))
+    scores = corrector._with_lm_evidence([WRONG], group, rows_t, index_t, sets, margins, 0.5)
+    for n, i in enumerate(index):
+        if margins[n] <= FLAG_LM_FLOOR or len(sets[n]) == 0:
+            assert scores[n] == float("-inf")
+            continue
+        site = (WRONG, item.offsets[i])
+        gains = lm.site_gains([site], np.zeros(len(sets[n]), dtype=np.int64), corrector.vocab_to_lm[sets[n]])
+        assert scores[n] == pytest.approx(float(margins[n]) + 0.5 * float(gains.max()), abs=1e-4)
+    assert torch.isfinite(scores).sum() > 2
+    # In the corrector: exactly the characters whose score clears the margin are examined.
+    from corrector.candidates import GeneratorPass, output_layer
+    from corrector.detection import make_batch
+
+    batch = make_batch([item.ids], corrector.bundle)
+    written = batch.input_ids[rows_t, index_t + 1]
+    true_margins = GeneratorPass(corrector.bundle, batch.input_ids, batch.attention_mask).confusion_margins(
+        rows_t, index_t, written, sets, output_layer(corrector.bundle.generator))
+    flag_scores = corrector._with_lm_evidence([WRONG], group, rows_t, index_t, sets, true_margins, 0.5)
+    expected = {item.offsets[i] for n, i in enumerate(index) if flag_scores[n] > 0.0}
+    assert 0 < len(expected) < int((true_margins > 0.0).sum())  # the LM's evidence moved the flags
+    assert {c.position for c in corrector.score_candidates([WRONG])} == expected

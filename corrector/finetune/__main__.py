@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--margin-grid", nargs="+", default=None, type=margin_value,
                      help="generator flag margins to try with each detection threshold, 'off' for none "
                           "(default: off 1 0 -0.5; a 'source' generator only)")
+    cal.add_argument("--flag-lm-weights", type=float, nargs="+", default=None,
+                     help="weights of the n-gram LM's evidence in the generator flag score to try with each "
+                          "margin, 0 for the margin alone (default: 0 0.5; a model with an n-gram LM only)")
     cal.add_argument("--hidden", type=int, default=16,
                      help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
     cal.add_argument("--generator-input", choices=GENERATOR_INPUTS, default=None,
@@ -119,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         from .calibrate import calibrate
 
         grids = {name: value for name, value in (("detection_grid", args.detection_grid),
-                                                  ("margin_grid", args.margin_grid)) if value}
+                                                  ("margin_grid", args.margin_grid),
+                                                  ("lm_weight_grid", args.flag_lm_weights)) if value}
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
                   generator_input=args.generator_input, word_candidates=args.word_candidates, **grids)
         return 0

@@ -10,8 +10,9 @@
    within `SPEED_TOLERANCE` of that F1, the highest one: it examines fewer characters, so it is
    faster for a difference that is noise on a dev set of ~1,000 sentences. With a "source"
    generator each detection threshold is tried with each generator flag margin too (the
-   generator's confusion margin flags characters the discriminator misses); among ties the
-   fewest flags win again: no margin, then the highest.
+   generator's confusion margin flags characters the discriminator misses), and each margin
+   with each weight of the n-gram LM's evidence in the flag score (when the model has an LM);
+   among ties the least work wins again: no margin, then no LM evidence, then the highest margin.
 3. Held-out estimate: the F1 of steps 1-2 is in-sample (the weights and the threshold were
    chosen on the very sentences scored), so it flatters a scorer network that fits noise. With
    `held_out=True` the fit is also done on each half of dev (alternate sentences), the edit
@@ -43,6 +44,9 @@ DETECTION_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 # Generator flag margins tried with each detection threshold (Scorer.generator_flag_margin; None:
 # the discriminator alone). Used only with a "source" generator.
 MARGIN_GRID = (None, 1.0, 0.0, -0.5)
+# Weights of the n-gram LM's best confusion-set gain added to the margin (Scorer.generator_flag_lm_weight;
+# 0: the margin alone), tried with each margin when the model has an n-gram LM.
+LM_WEIGHT_GRID = (0.0, 0.5)
 # Edit thresholds swept: the 0.01 grid plus a log-spaced low end, since a logistic fit on
 # candidates (few of which are gold) puts many good edits' confidence below 0.05.
 EDIT_THRESHOLDS = sorted({round(0.01 * i, 2) for i in range(1, 100)} | {round(0.001 * 1.25 ** i, 5) for i in range(18)})
@@ -119,7 +123,8 @@ DEFAULT_INPUTS = tuple(f for f in FEATURES if f not in ("bias", "recheck_prob"))
 def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, detection_grid: Sequence[float] = DETECTION_GRID,
               fit_detection_threshold: float | None = None, l2: float = 1e-2, hidden: int = DEFAULT_HIDDEN,
               inputs: Sequence[str] = DEFAULT_INPUTS, generator_input: str | None = None, held_out: bool = True,
-              word_candidates: bool = False, margin_grid: Sequence[float | None] = MARGIN_GRID, log=print) -> dict:
+              word_candidates: bool = False, margin_grid: Sequence[float | None] = MARGIN_GRID,
+              lm_weight_grid: Sequence[float] = LM_WEIGHT_GRID, log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
@@ -141,12 +146,20 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     if not word_candidates:
         inputs = [name for name in inputs if name not in WORD_FEATURES]
     margins = sorted({m for m in margin_grid if m is not None})
-    corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None},
-                          config=CorrectorConfig(recheck_top=2 if recheck else 0, generator_input=generator_input,
-                                                 word_candidates=word_candidates))
+    weights = sorted({float(w) for w in lm_weight_grid} | {0.0}) if bundle.ngram is not None else [0.0]
+    fit_config = CorrectorConfig(recheck_top=2 if recheck else 0, generator_input=generator_input,
+                                 word_candidates=word_candidates)
+    corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
     if corrector.generator_input != "source" or not margins:
-        margin_grid = [None]
+        margin_grid, weights = [None], [0.0]
     candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
+    if weights[-1] > 0:  # the LM's evidence flags characters the lowest margin alone does not: fit on both
+        flagged_by_lm = Corrector(bundle, scorer={"generator_flag_margin": margins[0],
+                                                  "generator_flag_lm_weight": weights[-1]}, config=fit_config)
+        seen = {(c.text_index, c.position) for c in candidates}
+        candidates += [c for c in flagged_by_lm.score_candidates(sources, batch_size=batch_size,
+                                                                 detection_threshold=fit_detection_threshold)
+                       if (c.text_index, c.position) not in seen]
     labels = candidate_labels(candidates, sources, targets)
     log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
@@ -157,43 +170,49 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log("dev candidates are all gold or all wrong: keeping the default scorer weights")
         config = Scorer().to_config()
 
-    def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None) -> Corrector:
-        return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin},
+    def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float) -> Corrector:
+        return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
+                                         "generator_flag_lm_weight": weight},
                          detection_threshold=detection_threshold,
                          config=CorrectorConfig(generator_input=corrector.generator_input))
 
     results = []
     for detection_threshold in detection_grid:
         for margin in margin_grid:
-            trial = make_trial(config, detection_threshold, margin)
-            result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
-            point = result.best
-            f1 = point.value("sentence.correction.f1")
-            log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
-                f"{'off' if margin is None else margin}: best edit threshold {point.threshold:.2f}, "
-                f"dev correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
-                f"R {point.value('sentence.correction.recall'):.4f})")
-            results.append((f1, detection_threshold, margin, point))
+            for weight in weights if margin is not None else [0.0]:
+                trial = make_trial(config, detection_threshold, margin, weight)
+                result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
+                point = result.best
+                f1 = point.value("sentence.correction.f1")
+                log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
+                    f"{'off' if margin is None else margin}, LM weight {weight}: best edit threshold "
+                    f"{point.threshold:.2f}, dev correction F1 {f1:.4f} "
+                    f"(P {point.value('sentence.correction.precision'):.4f} "
+                    f"R {point.value('sentence.correction.recall'):.4f})")
+                results.append((f1, detection_threshold, margin, weight, point))
     best_f1 = max(r[0] for r in results)
-    # Among near-ties, the setting that examines the fewest characters: the fastest.
-    f1, detection_threshold, margin, point = max(
+    # Among near-ties, the setting that does the least work: the fastest.
+    f1, detection_threshold, margin, weight, point = max(
         (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
-        key=lambda r: (r[1], float("inf") if r[2] is None else r[2]))
+        key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2]))
     config["threshold"] = point.threshold
     config["detection_threshold"] = detection_threshold
     config["generator_input"] = corrector.generator_input
     if margin is not None:
         config["generator_flag_margin"] = margin
+        if weight:
+            config["generator_flag_lm_weight"] = weight
         # The candidates the chosen setting examines (the generator flags some below the threshold).
-        examined = make_trial(config, detection_threshold, margin).score_candidates(sources, batch_size=batch_size)
+        examined = make_trial(config, detection_threshold, margin, weight).score_candidates(sources, batch_size=batch_size)
         breakdown = error_breakdown(examined, sources, targets, Scorer.from_config(config), float("-inf"))
     else:
         config.pop("generator_flag_margin", None)
+        config.pop("generator_flag_lm_weight", None)
         breakdown = error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
     log("dev errors: " + ", ".join(f"{name} {count}" for name, count in breakdown.items()))
     held_out_f1 = None
     if held_out:
-        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin),
+        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin, weight),
                                         examples, candidates, labels, fit_options, batch_size)
         log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
             f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
@@ -211,7 +230,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     path = Path(model_dir) / SCORER_FILE
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
-        f"{'off' if margin is None else margin}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
+        f"{'off' if margin is None else margin}, LM weight {weight}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
 
 
