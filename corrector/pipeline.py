@@ -655,10 +655,8 @@ class Corrector:
             return scores
         rows, index = rows_t[near].tolist(), index_t[near].tolist()
         sites = [(texts[group[r].text_index], group[r].offsets[i]) for r, i in zip(rows, index, strict=True)]
-        sizes = np.array([len(sets[n]) for n in near])
-        gains = self.bundle.ngram.site_gains(sites, np.repeat(np.arange(len(near)), sizes),
-                                             self.vocab_to_lm[np.concatenate([sets[n] for n in near])])
-        best = np.maximum.reduceat(gains, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+        gains = self.bundle.ngram.replacement_gains(sites, [self.vocab_to_lm[sets[n]] for n in near])
+        best = np.array([site.max() for site in gains])
         at = torch.from_numpy(near)
         scores[at] = margins[at] + weight * torch.from_numpy(best).to(margins.dtype)
         return scores

@@ -78,8 +78,9 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
 # Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"
 
-# Scorer network (16 tanh units) and thresholds fitted on the dev split.
-python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0 0.01 0.02
+# Scorer network (16 tanh units) and thresholds fitted on the dev split (the detection grid the shipped
+# scorer was calibrated on since session 20; margins and LM weights: the defaults).
+python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0.01 0.02 0.05
 
 # Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json — no checkpoints.
 python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"

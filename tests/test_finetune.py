@@ -424,7 +424,7 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
     assert not any("LM weight 0.5" in line for line in tried)  # no n-gram LM: the margin alone
     assert saved.get("generator_flag_margin") in (None, 0.0, -1e9)
     # With an n-gram LM each margin is also tried with the LM's evidence added.
-    from corrector.ngram import NgramLM
+    from corrector.ngram import FILENAME, NgramLM
 
     NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)
     tried.clear()
@@ -433,7 +433,7 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
     swept = [line for line in tried if line.startswith("detection threshold")]
     assert len(swept) == 3 and sum("LM weight 0.5" in line for line in swept) == 1
     assert with_lm.get("generator_flag_lm_weight", 0.0) in (0.0, 0.5)
-    (model / "ngram.safetensors").unlink()
+    (model / FILENAME).unlink()
     breakdown = saved["calibration"]["error_breakdown"]
     assert sum(breakdown[k] for k in ("corrected", "below_threshold", "outranked", "no_candidate")) == breakdown["errors"]
     masked = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None, -1e9), generator_input="masked",

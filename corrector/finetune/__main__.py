@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
     cal.add_argument("--margin-grid", nargs="+", default=None, type=margin_value,
                      help="generator flag margins to try with each detection threshold, 'off' for none "
-                          "(default: off 1 0 -0.5; a 'source' generator only)")
+                          "(default: off 2 1 0 -0.5; a 'source' generator only)")
     cal.add_argument("--flag-lm-weights", type=float, nargs="+", default=None,
                      help="weights of the n-gram LM's evidence in the generator flag score to try with each "
                           "margin, 0 for the margin alone (default: 0 0.5; a model with an n-gram LM only)")

@@ -43,7 +43,7 @@ from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
 DETECTION_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 # Generator flag margins tried with each detection threshold (Scorer.generator_flag_margin; None:
 # the discriminator alone). Used only with a "source" generator.
-MARGIN_GRID = (None, 1.0, 0.0, -0.5)
+MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence (session 24)
 # Weights of the n-gram LM's best confusion-set gain added to the margin (Scorer.generator_flag_lm_weight;
 # 0: the margin alone), tried with each margin when the model has an n-gram LM.
 LM_WEIGHT_GRID = (0.0, 0.5)
