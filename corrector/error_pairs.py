@@ -10,11 +10,26 @@ of the training pairs, like the weights, never the sentences themselves:
     pair_counts[a][b]   how often a written `a` was corrected to `b`
     char_counts[a]      how often `a` occurs in the training sources at all (correct or not)
 
-It gives the scorer two features and the candidate step one more source of candidates:
+and, since schema version 2, the same counts in context — a written character with its left or
+right neighbour, as it was written:
+
+    context_counts["L" + xa][b]  how often an `a` written after `x` was corrected to `b`
+    context_counts["R" + ax][b]  the same for an `a` written before `x`
+    bigram_counts[xa]            how often the bigram `xa` occurs in the training sources at all
+
+(因该 -> 应该 is a far surer thing than 因 -> 应: 因 is mostly right, 因该 never is.) Only
+bigrams that were part of a correction are kept, so the table stays small.
+
+It gives the scorer four features, the candidate step one more source of candidates and the
+pipeline one more way to flag characters:
 
     pair_log_count  log(1 + count(a -> b))
     pair_log_rate   log((count(a -> b) + 0.1) / (count(a) + 1)): how often an `a` is a mistake
                     for `b`; very negative for a frequent character never seen mis-written as b
+    ctx_log_count   log(1 + count) of the correction a -> b in the written context, the side
+                    (left or right bigram) where it was seen more often relative to the bigram
+    ctx_log_rate    log((that count + 0.1) / (occurrences of that bigram + 1)); log(0.1) where
+                    neither bigram was ever part of a correction
 
 Built with `python -m corrector.finetune pairs` (the dev split used for calibration is excluded,
 so the calibrated weights do not trust the table more than it deserves) and stored as
@@ -33,7 +48,7 @@ import numpy as np
 from .tokenization import is_cjk
 
 FILENAME = "error_pairs.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: context counts; version 1 files (no contexts) still load
 RATE_SMOOTHING = 0.1  # pseudo-count of a pair: an unseen pair of a rare character is not impossible
 
 
@@ -41,29 +56,45 @@ class ErrorPairs:
     """Counts of character corrections (a -> b) and of source characters, from training pairs."""
 
     def __init__(self, pair_counts: dict[str, dict[str, int]], char_counts: dict[str, int],
-                 sentences: int = 0, sources: list[str] | None = None) -> None:
+                 sentences: int = 0, sources: list[str] | None = None,
+                 context_counts: dict[str, dict[str, int]] | None = None,
+                 bigram_counts: dict[str, int] | None = None) -> None:
         self.pair_counts = {a: dict(targets) for a, targets in pair_counts.items()}
         self.char_counts = dict(char_counts)
         self.sentences = sentences
         self.sources = list(sources or [])
+        self.context_counts = {key: dict(targets) for key, targets in (context_counts or {}).items()}
+        self.bigram_counts = dict(bigram_counts or {})
+        # Per context key: its most frequent correction, that count and the key's rate, for flagging.
+        self._best = {}
+        for key, targets in self.context_counts.items():
+            target, count = max(targets.items(), key=lambda kv: (kv[1], kv[0]))
+            self._best[key] = (target, count, count / (self.bigram_counts.get(key[1:], 0) + 1))
 
     @classmethod
     def count(cls, pairs: Iterable[tuple[str, str]], sources: list[str] | None = None) -> ErrorPairs:
         """From (source, target) sentence pairs of equal length; other pairs are skipped."""
         pair_counts: dict[str, Counter] = defaultdict(Counter)
+        context_counts: dict[str, Counter] = defaultdict(Counter)
         char_counts: Counter = Counter()
+        all_bigrams: Counter = Counter()
         sentences = 0
         for source, target in pairs:
             if len(source) != len(target):
                 continue
             sentences += 1
-            for a, b in zip(source, target, strict=True):
+            all_bigrams.update(source[i:i + 2] for i in range(len(source) - 1))
+            for i, (a, b) in enumerate(zip(source, target, strict=True)):
                 if not is_cjk(a):
                     continue
                 char_counts[a] += 1
                 if a != b and is_cjk(b):
                     pair_counts[a][b] += 1
-        return cls({a: dict(c) for a, c in pair_counts.items()}, dict(char_counts), sentences, sources)
+                    for key in context_keys(source, i):
+                        context_counts[key][b] += 1
+        bigram_counts = {key[1:]: all_bigrams[key[1:]] for key in context_counts}
+        return cls({a: dict(c) for a, c in pair_counts.items()}, dict(char_counts), sentences, sources,
+                   {key: dict(c) for key, c in context_counts.items()}, bigram_counts)
 
     def targets(self, source: str) -> dict[str, int]:
         """{b: count} of every correction of `source` seen in training."""
@@ -75,6 +106,27 @@ class ErrorPairs:
         log_count, log_rate = pair_features(count, np.array([self.char_counts.get(source, 0)], dtype=np.float64))
         return float(log_count[0]), float(log_rate[0])
 
+    def context_count(self, text: str, offset: int, target: str) -> tuple[int, int]:
+        """(count, bigram occurrences) of correcting text[offset] to `target` in its written
+        context: of the left and right bigrams, the one with the higher rate; (0, 0) if neither."""
+        best = (0, 0)
+        for key in context_keys(text, offset):
+            count = self.context_counts.get(key, {}).get(target, 0)
+            if count:
+                seen = self.bigram_counts.get(key[1:], 0)
+                if best[0] == 0 or count / (seen + 1) > best[0] / (best[1] + 1):
+                    best = (count, seen)
+        return best
+
+    def context_flag(self, text: str, offset: int, min_count: int, min_rate: float) -> bool:
+        """Whether text[offset], in its written context, was corrected in training at least
+        `min_count` times and in at least `min_rate` of that bigram's occurrences."""
+        for key in context_keys(text, offset):
+            best = self._best.get(key)
+            if best is not None and best[1] >= min_count and best[2] >= min_rate:
+                return True
+        return False
+
     def __len__(self) -> int:
         return sum(len(t) for t in self.pair_counts.values())
 
@@ -85,17 +137,33 @@ class ErrorPairs:
             "sources": self.sources,
             "pair_counts": {a: dict(sorted(t.items(), key=lambda kv: -kv[1])) for a, t in sorted(self.pair_counts.items())},
             "char_counts": dict(sorted(self.char_counts.items())),
+            "context_counts": {key: dict(sorted(t.items(), key=lambda kv: -kv[1]))
+                               for key, t in sorted(self.context_counts.items())},
+            "bigram_counts": dict(sorted(self.bigram_counts.items())),
         }
         Path(path).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> ErrorPairs:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("version") != SCHEMA_VERSION:
+        if data.get("version") not in (1, SCHEMA_VERSION):
             raise ValueError(f"{path}: unsupported error-pairs version {data.get('version')!r}")
-        return cls(data["pair_counts"], data["char_counts"], data.get("sentences", 0), data.get("sources"))
+        return cls(data["pair_counts"], data["char_counts"], data.get("sentences", 0), data.get("sources"),
+                   data.get("context_counts"), data.get("bigram_counts"))
+
+
+def context_keys(text: str, offset: int) -> list[str]:
+    """The context keys of the character at `offset`: "L" + the bigram ending there, "R" + the
+    one starting there (where that neighbour is a Chinese character)."""
+    keys = []
+    if offset > 0 and is_cjk(text[offset - 1]):
+        keys.append("L" + text[offset - 1:offset + 1])
+    if offset + 1 < len(text) and is_cjk(text[offset + 1]):
+        keys.append("R" + text[offset:offset + 2])
+    return keys
 
 
 def pair_features(pair_counts: np.ndarray, source_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(pair_log_count, pair_log_rate) for arrays of pair counts and their source characters' counts."""
+    """(pair_log_count, pair_log_rate) for arrays of pair counts and their source characters' counts;
+    the same formula gives (ctx_log_count, ctx_log_rate) from context counts and bigram occurrences."""
     return np.log1p(pair_counts), np.log((pair_counts + RATE_SMOOTHING) / (source_counts + 1))

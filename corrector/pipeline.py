@@ -9,7 +9,9 @@ Per batch of chunks (texts are split into chunks and sorted by length to limit p
    written one by more than that margin, read from its confusion set's 30-110 rows of the output layer
    (the discriminator misses errors the generator sees: `_generator_flags`); a scorer with a
    `generator_flag_lm_weight` adds that weight times the n-gram LM's best gain over the confusion
-   set to the margin first (`_with_lm_evidence`);
+   set to the margin first (`_with_lm_evidence`); a scorer with a `context_flag_rate` also flags
+   the characters that, with a neighbour as written, were corrected at least that often in the
+   model's training data (`ErrorPairs.context_flag`: 因该 is a mistake wherever it is written);
 2. one generator pass over the batch as written ("source" input, a generator fine-tuned to
    correct) or with every flagged position masked ("masked" input): top-k candidates plus
    confusion-set candidates (candidates.py), each with its gain under the model's character
@@ -103,6 +105,9 @@ MIN_SPLIT_ITEMS_ONNX = 1
 # characters the discriminator and the margin leave, holding 126 of their 237 errors; -4 doubles
 # the characters for 48 more errors.
 FLAG_LM_FLOOR = -3.0
+# Context flags (Scorer.context_flag_rate) need a correction seen at least this often: one
+# learner's slip in one training sentence flags too much ordinary text.
+CONTEXT_FLAG_MIN_COUNT = 2
 # Features stored as 0/1 (relation bits and flags).
 BINARY = frozenset({"gen_top1", "same_pinyin", "similar_pinyin", "similar_shape", "user_pair", "proper_noun"})
 
@@ -509,6 +514,8 @@ class Corrector:
         if self._flags_by_generator:
             generator_pass = GeneratorPass(bundle, batch.input_ids, batch.attention_mask)
             flagged |= self._generator_flags(texts, group, batch, generator_pass, editable & ~flagged)
+        if self.scorer.context_flag_rate is not None and bundle.error_pairs is not None:
+            flagged |= self._context_flags(texts, group, editable & ~flagged)
         rows_t, index_t = flagged.nonzero(as_tuple=True)
         if len(rows_t) == 0:
             return
@@ -552,12 +559,15 @@ class Corrector:
         cand_word = np.array([self.words.score(contexts[n], target)
                               for n, target in zip(cands.position.tolist(), targets, strict=True)])
         cand_word = np.maximum(cand_word, cands.word_freq)  # a word candidate's character makes that word
+        source_counts = context = None
         if bundle.error_pairs is not None:
             source_counts = np.array([bundle.error_pairs.char_counts.get(char, 0) for char in source_chars], dtype=np.float64)
-        else:
-            source_counts = None
+            if bundle.error_pairs.context_counts:
+                context = np.array([bundle.error_pairs.context_count(site_texts[n], offsets[n], target)
+                                    for n, target in zip(cands.position.tolist(), targets, strict=True)],
+                                   dtype=np.float64).reshape(-1, 2)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
-        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts)
+        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
         rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
@@ -644,6 +654,17 @@ class Corrector:
         flags[rows_t[chosen], index_t[chosen]] = True
         return flags
 
+    def _context_flags(self, texts, group: list[_Item], candidates: torch.Tensor) -> torch.Tensor:
+        """(B, L) bool: the `candidates` characters whose written left or right bigram was corrected
+        in training at the scorer's `context_flag_rate` or more (`ErrorPairs.context_flag`)."""
+        flags = torch.zeros_like(candidates)
+        table, rate = self.bundle.error_pairs, self.scorer.context_flag_rate
+        for row, index in candidates.nonzero().tolist():
+            it = group[row]
+            if table.context_flag(texts[it.text_index], it.offsets[index], CONTEXT_FLAG_MIN_COUNT, rate):
+                flags[row, index] = True
+        return flags
+
     def _with_lm_evidence(self, texts, group: list[_Item], rows_t: torch.Tensor, index_t: torch.Tensor,
                           sets: list[np.ndarray], margins: torch.Tensor, weight: float) -> torch.Tensor:
         """The flag scores: each generator margin plus `weight` x the n-gram LM's best gain over the
@@ -717,8 +738,10 @@ class Corrector:
 
     @staticmethod
     def _features(cands: Candidates, detect_prob: np.ndarray, in_noun: np.ndarray, orig_word: np.ndarray,
-                  cand_word: np.ndarray, source_counts: np.ndarray | None) -> torch.Tensor:
-        """The (N, len(FEATURES)) feature matrix; per-position inputs are indexed by position."""
+                  cand_word: np.ndarray, source_counts: np.ndarray | None,
+                  context: np.ndarray | None = None) -> torch.Tensor:
+        """The (N, len(FEATURES)) feature matrix; per-position inputs are indexed by position;
+        `context`: (N, 2) context count and bigram occurrences per candidate (or None)."""
         n = cands.position
         lm_gain = np.clip(cands.lm_gain, -20.0, 20.0)
         relation = cands.relation
@@ -726,6 +749,10 @@ class Corrector:
             pair_log_count, pair_log_rate = pair_features(cands.pair_count, source_counts[n])
         else:
             pair_log_count = pair_log_rate = np.zeros(len(cands))
+        if context is not None:
+            ctx_log_count, ctx_log_rate = pair_features(context[:, 0], context[:, 1])
+        else:
+            ctx_log_count = ctx_log_rate = np.zeros(len(cands))
         columns = {
             "bias": np.ones(len(cands)),
             "gen_logprob": np.maximum(cands.gen_logprob, -20.0),
@@ -747,6 +774,8 @@ class Corrector:
             "lm_margin": lm_margin(n, lm_gain, target=cands.target_id, rival=cands.group < 0),
             "word_gain": np.where(cands.group >= 0, np.clip(cands.word_gain, -20.0, 20.0), 0.0),
             "word_size": cands.word_size,
+            "ctx_log_count": ctx_log_count,
+            "ctx_log_rate": ctx_log_rate,
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return torch.from_numpy(matrix.astype(np.float32))

@@ -32,6 +32,10 @@ For a flagged position with original character `o` and candidate `c` the feature
                     sounds like the written span, >= 2 characters changed): the n-gram LM's gain
                     for writing the whole word, clipped to [-20, 20]; 0 for a single character
     word_size       how many characters that word changes; 0 for a single character
+    ctx_log_count   log(1 + times o was corrected to c in training with the same left or right
+                    neighbour as here (error_pairs.py, context counts))
+    ctx_log_rate    log((that count + 0.1) / (occurrences of that written bigram there + 1)); both
+                    log-scale like pair_log_*; both 0 for a model without context counts
 
 confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
@@ -82,6 +86,8 @@ FEATURES: tuple[str, ...] = (
     "lm_margin",
     "word_gain",
     "word_size",
+    "ctx_log_count",
+    "ctx_log_rate",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
 WORD_FEATURES = ("word_gain", "word_size")  # non-zero only for word candidates (homophones.py)
@@ -110,6 +116,8 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "lm_margin": 0.0,  # only meaningful once fitted
     "word_gain": 0.0,  # word candidates are proposed only for a scorer fitted to read them
     "word_size": 0.0,
+    "ctx_log_count": 0.0,  # only meaningful once fitted with the model's own table
+    "ctx_log_rate": 0.0,
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined
@@ -131,6 +139,10 @@ class Scorer:
     # alone. Why (session 24, dev split): at the characters the discriminator leaves, margin +
     # 0.5 x LM holds 128 errors in its top 779 characters, the margin alone 100 in its top 770.
     generator_flag_lm_weight: float = 0.0
+    # A character is examined too when, with its left or right neighbour as written, it was
+    # corrected in the model's training data (error_pairs.py) in at least this share of that
+    # bigram's occurrences (and at least CONTEXT_FLAG_MIN_COUNT times); None: no context flags.
+    context_flag_rate: float | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -170,6 +182,7 @@ class Scorer:
             generator_flag_margin=None if config.get("generator_flag_margin") is None
             else float(config["generator_flag_margin"]),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
+            context_flag_rate=None if config.get("context_flag_rate") is None else float(config["context_flag_rate"]),
         )
 
     def to_config(self) -> dict:
@@ -184,6 +197,8 @@ class Scorer:
             config["generator_flag_margin"] = self.generator_flag_margin
             if self.generator_flag_lm_weight:
                 config["generator_flag_lm_weight"] = self.generator_flag_lm_weight
+        if self.context_flag_rate is not None:
+            config["context_flag_rate"] = self.context_flag_rate
         if self.mlp is not None:
             config["mlp"] = self.mlp
         return config
@@ -282,6 +297,7 @@ class Scorer:
             detection_threshold=base_scorer.detection_threshold,
             generator_flag_margin=base_scorer.generator_flag_margin,
             generator_flag_lm_weight=base_scorer.generator_flag_lm_weight,
+            context_flag_rate=base_scorer.context_flag_rate,
         )
         return fitted.to_config()
 

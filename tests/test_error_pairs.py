@@ -94,3 +94,55 @@ def test_learned_pairs_become_candidates_and_features(tiny_model_dir, tmp_path):
     assert scored and scored[0].features["pair_log_count"] == pytest.approx(math.log1p(3))
     result = corrector.correct("张三在上海工作")
     assert result.target.startswith("李三")
+
+
+def test_context_counts_say_where_a_character_is_a_mistake(table):
+    # 因 was corrected to 应 three times, twice before 该; 因为 occurs but was never wrong.
+    assert table.context_counts["R因该"] == {"应": 2}
+    assert table.context_counts["L他因"] == {"应": 1}
+    assert table.bigram_counts["因该"] == 2
+    assert "R因为" not in table.context_counts
+    assert table.context_count("你因该走", 1, "应") == (2, 2)  # the right bigram: rate 2/3 beats 他因's 1/2
+    assert table.context_count("因为下雨", 0, "应") == (0, 0)
+    assert table.context_count("你因该走", 1, "音") == (0, 0)
+    assert table.context_flag("你因该走", 1, min_count=2, min_rate=0.5)
+    assert not table.context_flag("你因该走", 1, min_count=3, min_rate=0.5)
+    assert not table.context_flag("因为下雨", 0, min_count=1, min_rate=0.0)
+    assert not table.context_flag("A因B", 1, min_count=1, min_rate=0.0)  # no Chinese neighbour: no context
+
+
+def test_context_counts_round_trip_and_version_1_files_still_load(table, tmp_path):
+    import json
+
+    path = tmp_path / FILENAME
+    table.save(path)
+    loaded = ErrorPairs.load(path)
+    assert loaded.context_counts == table.context_counts and loaded.bigram_counts == table.bigram_counts
+    assert loaded.context_flag("你因该走", 1, 2, 0.5)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    old = {key: data[key] for key in ("sentences", "sources", "pair_counts", "char_counts")} | {"version": 1}
+    path.write_text(json.dumps(old, ensure_ascii=False), encoding="utf-8")
+    loaded = ErrorPairs.load(path)
+    assert loaded.targets("因") == {"应": 3} and loaded.context_counts == {}
+    assert loaded.context_count("你因该走", 1, "应") == (0, 0)
+
+
+def test_context_flags_examine_what_the_detector_leaves(tiny_model_dir, tmp_path):
+    """With a context flag rate, a character whose written bigram was a mistake in training is
+    examined even where the discriminator flags nothing, and scored by its context count."""
+    from corrector import Corrector
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    ErrorPairs.count([("他因该来", "他应该来")] * 3 + [("因为下雨", "因为下雨")]).save(model / FILENAME)
+    scorer = {"weights": {"bias": -3.0, "ctx_log_count": 3.0}, "threshold": 0.5, "detection_threshold": 1.0}
+    assert Corrector(str(model), scorer=scorer).correct("我因该去").target == "我因该去"  # nothing examined
+    flagged = Corrector(str(model), scorer={**scorer, "context_flag_rate": 0.5})
+    result = flagged.correct("我因该去")
+    assert result.target == "我应该去"
+    assert [(e.position, e.source, e.target) for e in result.edits] == [(1, "因", "应")]
+    scored = {c.target: c.features for c in flagged.score_candidates(["我因该去"]) if c.position == 1}
+    assert scored["应"]["ctx_log_count"] == pytest.approx(math.log1p(3))
+    assert all(f["ctx_log_count"] == 0 for target, f in scored.items() if target != "应")
+    assert flagged.correct("因为下雨").target == "因为下雨"  # 因为 was never a mistake: not examined
+    assert Corrector(str(model), scorer={**scorer, "context_flag_rate": 0.9}).correct("我因该去").target == "我因该去"

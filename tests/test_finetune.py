@@ -439,3 +439,30 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
     masked = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None, -1e9), generator_input="masked",
                        held_out=False, log=lambda *_: None)
     assert "generator_flag_margin" not in masked  # masked input: the discriminator alone
+
+
+def test_calibration_tries_context_flag_rates_with_a_context_table(tiny_model_dir: Path, tmp_path: Path):
+    import shutil
+
+    from corrector.error_pairs import FILENAME, ErrorPairs
+    from corrector.finetune.calibrate import calibrate
+    from corrector.scoring import Scorer
+
+    dev = tmp_path / "dev.tsv"
+    write_pairs(dev, toy_pairs()[:5])
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    tried = []
+    calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None,), context_rate_grid=(None, 0.5),
+              held_out=False, log=tried.append)
+    assert not any("context flag rate 0.5" in line for line in tried)  # no error-pair table: no context flags
+    ErrorPairs.count(toy_pairs()[5:]).save(model / FILENAME)
+    tried.clear()
+    saved = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None,), context_rate_grid=(None, 0.5),
+                      held_out=False, log=tried.append)
+    swept = [line for line in tried if line.startswith("detection threshold")]
+    assert len(swept) == 2 and sum("context flag rate 0.5" in line for line in swept) == 1
+    assert saved.get("context_flag_rate") in (None, 0.5)
+    assert Scorer.from_config(saved).context_flag_rate == saved.get("context_flag_rate")
+    assert "context_flag_rate" not in Scorer().to_config()  # old files stay as they were
+    assert Scorer.from_config({"context_flag_rate": 0.7}).to_config()["context_flag_rate"] == 0.7

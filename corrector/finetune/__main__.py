@@ -49,7 +49,7 @@ HELP = {
 
 
 def margin_value(text: str) -> float | None:
-    """A --margin-grid entry: a number, or 'off' (the discriminator alone)."""
+    """A --margin-grid or --context-flag-rates entry: a number, or 'off' (no such flags)."""
     return None if text.lower() == "off" else float(text)
 
 
@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--flag-lm-weights", type=float, nargs="+", default=None,
                      help="weights of the n-gram LM's evidence in the generator flag score to try with each "
                           "margin, 0 for the margin alone (default: 0 0.5; a model with an n-gram LM only)")
+    cal.add_argument("--context-flag-rates", nargs="+", default=None, type=margin_value,
+                     help="context flag rates to try with each setting, 'off' for none (default: off 0.5; a model "
+                          "whose error_pairs.json has context counts only)")
     cal.add_argument("--hidden", type=int, default=16,
                      help="hidden units of the scorer network; 0 fits the linear scorer (default: 16)")
     cal.add_argument("--generator-input", choices=GENERATOR_INPUTS, default=None,
@@ -123,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
         grids = {name: value for name, value in (("detection_grid", args.detection_grid),
                                                   ("margin_grid", args.margin_grid),
-                                                  ("lm_weight_grid", args.flag_lm_weights)) if value}
+                                                  ("lm_weight_grid", args.flag_lm_weights),
+                                                  ("context_rate_grid", args.context_flag_rates)) if value}
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden,
                   generator_input=args.generator_input, word_candidates=args.word_candidates, **grids)
         return 0

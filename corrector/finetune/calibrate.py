@@ -13,6 +13,8 @@
    generator's confusion margin flags characters the discriminator misses), and each margin
    with each weight of the n-gram LM's evidence in the flag score (when the model has an LM);
    among ties the least work wins again: no margin, then no LM evidence, then the highest margin.
+   With an error-pair table that has context counts, each setting is also tried with each
+   context flag rate (`Scorer.context_flag_rate`; off on ties).
 3. Held-out estimate: the F1 of steps 1-2 is in-sample (the weights and the threshold were
    chosen on the very sentences scored), so it flatters a scorer network that fits noise. With
    `held_out=True` the fit is also done on each half of dev (alternate sentences), the edit
@@ -47,6 +49,9 @@ MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence 
 # Weights of the n-gram LM's best confusion-set gain added to the margin (Scorer.generator_flag_lm_weight;
 # 0: the margin alone), tried with each margin when the model has an n-gram LM.
 LM_WEIGHT_GRID = (0.0, 0.5)
+# Context flag rates (Scorer.context_flag_rate; None: off) tried with each setting above, when the
+# model's error-pair table has context counts.
+CONTEXT_RATE_GRID = (None, 0.5)
 # Edit thresholds swept: the 0.01 grid plus a log-spaced low end, since a logistic fit on
 # candidates (few of which are gold) puts many good edits' confidence below 0.05.
 EDIT_THRESHOLDS = sorted({round(0.01 * i, 2) for i in range(1, 100)} | {round(0.001 * 1.25 ** i, 5) for i in range(18)})
@@ -124,7 +129,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
               fit_detection_threshold: float | None = None, l2: float = 1e-2, hidden: int = DEFAULT_HIDDEN,
               inputs: Sequence[str] = DEFAULT_INPUTS, generator_input: str | None = None, held_out: bool = True,
               word_candidates: bool = False, margin_grid: Sequence[float | None] = MARGIN_GRID,
-              lm_weight_grid: Sequence[float] = LM_WEIGHT_GRID, log=print) -> dict:
+              lm_weight_grid: Sequence[float] = LM_WEIGHT_GRID,
+              context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
@@ -152,6 +158,9 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
     if corrector.generator_input != "source" or not margins:
         margin_grid, weights = [None], [0.0]
+    rates = sorted({r for r in context_rate_grid if r is not None})
+    if bundle.error_pairs is None or not bundle.error_pairs.context_counts:
+        context_rate_grid, rates = [None], []
     candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
     if weights[-1] > 0:  # the LM's evidence flags characters the lowest margin alone does not: fit on both
         flagged_by_lm = Corrector(bundle, scorer={"generator_flag_margin": margins[0],
@@ -159,6 +168,13 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         seen = {(c.text_index, c.position) for c in candidates}
         candidates += [c for c in flagged_by_lm.score_candidates(sources, batch_size=batch_size,
                                                                  detection_threshold=fit_detection_threshold)
+                       if (c.text_index, c.position) not in seen]
+    if rates:  # characters the training data's context corrections flag: fit on those too
+        flagged_by_context = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None,
+                                                       "context_flag_rate": rates[0]}, config=fit_config)
+        seen = {(c.text_index, c.position) for c in candidates}
+        candidates += [c for c in flagged_by_context.score_candidates(sources, batch_size=batch_size,
+                                                                      detection_threshold=fit_detection_threshold)
                        if (c.text_index, c.position) not in seen]
     labels = candidate_labels(candidates, sources, targets)
     log(f"generator input: {corrector.generator_input}")
@@ -170,9 +186,10 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log("dev candidates are all gold or all wrong: keeping the default scorer weights")
         config = Scorer().to_config()
 
-    def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float) -> Corrector:
+    def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
+                   rate: float | None) -> Corrector:
         return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
-                                         "generator_flag_lm_weight": weight},
+                                         "generator_flag_lm_weight": weight, "context_flag_rate": rate},
                          detection_threshold=detection_threshold,
                          config=CorrectorConfig(generator_input=corrector.generator_input))
 
@@ -180,39 +197,46 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     for detection_threshold in detection_grid:
         for margin in margin_grid:
             for weight in weights if margin is not None else [0.0]:
-                trial = make_trial(config, detection_threshold, margin, weight)
-                result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
-                point = result.best
-                f1 = point.value("sentence.correction.f1")
-                log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
-                    f"{'off' if margin is None else margin}, LM weight {weight}: best edit threshold "
-                    f"{point.threshold:.2f}, dev correction F1 {f1:.4f} "
-                    f"(P {point.value('sentence.correction.precision'):.4f} "
-                    f"R {point.value('sentence.correction.recall'):.4f})")
-                results.append((f1, detection_threshold, margin, weight, point))
+                for rate in context_rate_grid:
+                    trial = make_trial(config, detection_threshold, margin, weight, rate)
+                    result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
+                    point = result.best
+                    f1 = point.value("sentence.correction.f1")
+                    log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
+                        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
+                        f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
+                        f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
+                        f"R {point.value('sentence.correction.recall'):.4f})")
+                    results.append((f1, detection_threshold, margin, weight, rate, point))
     best_f1 = max(r[0] for r in results)
     # Among near-ties, the setting that does the least work: the fastest.
-    f1, detection_threshold, margin, weight, point = max(
+    f1, detection_threshold, margin, weight, rate, point = max(
         (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
-        key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2]))
+        key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
     config["threshold"] = point.threshold
     config["detection_threshold"] = detection_threshold
     config["generator_input"] = corrector.generator_input
+    config.pop("context_flag_rate", None)
+    config.pop("generator_flag_margin", None)
+    config.pop("generator_flag_lm_weight", None)
     if margin is not None:
         config["generator_flag_margin"] = margin
         if weight:
             config["generator_flag_lm_weight"] = weight
-        # The candidates the chosen setting examines (the generator flags some below the threshold).
-        examined = make_trial(config, detection_threshold, margin, weight).score_candidates(sources, batch_size=batch_size)
+    if rate is not None:
+        config["context_flag_rate"] = rate
+    if margin is not None or rate is not None:
+        # The candidates the chosen setting examines (the flags add some below the threshold).
+        examined = make_trial(config, detection_threshold, margin, weight, rate).score_candidates(
+            sources, batch_size=batch_size)
         breakdown = error_breakdown(examined, sources, targets, Scorer.from_config(config), float("-inf"))
     else:
-        config.pop("generator_flag_margin", None)
-        config.pop("generator_flag_lm_weight", None)
         breakdown = error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
     log("dev errors: " + ", ".join(f"{name} {count}" for name, count in breakdown.items()))
     held_out_f1 = None
     if held_out:
-        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin, weight),
+        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin, weight,
+                                                                               rate),
                                         examples, candidates, labels, fit_options, batch_size)
         log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
             f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
@@ -230,7 +254,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     path = Path(model_dir) / SCORER_FILE
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
-        f"{'off' if margin is None else margin}, LM weight {weight}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
+        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
+        f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
 
 
