@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -109,13 +109,31 @@ class ErrorPairs:
     def context_count(self, text: str, offset: int, target: str) -> tuple[int, int]:
         """(count, bigram occurrences) of correcting text[offset] to `target` in its written
         context: of the left and right bigrams, the one with the higher rate; (0, 0) if neither."""
+        return self._best_context(self._contexts(text, offset), target)
+
+    def context_count_array(self, sites: Sequence[tuple[str, int]], site_of: Sequence[int],
+                            targets: Sequence[str]) -> np.ndarray:
+        """(N, 2) float array: `context_count` of `targets[k]` at `sites[site_of[k]]` (text, offset),
+        each site's context looked up once."""
+        contexts = [self._contexts(text, offset) for text, offset in sites]
+        out = np.zeros((len(targets), 2), dtype=np.float64)
+        for k, (n, target) in enumerate(zip(site_of, targets, strict=True)):
+            if contexts[n]:
+                out[k] = self._best_context(contexts[n], target)
+        return out
+
+    def _contexts(self, text: str, offset: int) -> list[tuple[dict[str, int], int]]:
+        """(corrections, bigram occurrences) of each context key of text[offset] in the table."""
+        return [(self.context_counts[key], self.bigram_counts.get(key[1:], 0))
+                for key in context_keys(text, offset) if key in self.context_counts]
+
+    @staticmethod
+    def _best_context(contexts: list[tuple[dict[str, int], int]], target: str) -> tuple[int, int]:
         best = (0, 0)
-        for key in context_keys(text, offset):
-            count = self.context_counts.get(key, {}).get(target, 0)
-            if count:
-                seen = self.bigram_counts.get(key[1:], 0)
-                if best[0] == 0 or count / (seen + 1) > best[0] / (best[1] + 1):
-                    best = (count, seen)
+        for corrections, seen in contexts:
+            count = corrections.get(target, 0)
+            if count and (best[0] == 0 or count / (seen + 1) > best[0] / (best[1] + 1)):
+                best = (count, seen)
         return best
 
     def context_flag(self, text: str, offset: int, min_count: int, min_rate: float) -> bool:

@@ -563,9 +563,8 @@ class Corrector:
         if bundle.error_pairs is not None:
             source_counts = np.array([bundle.error_pairs.char_counts.get(char, 0) for char in source_chars], dtype=np.float64)
             if bundle.error_pairs.context_counts:
-                context = np.array([bundle.error_pairs.context_count(site_texts[n], offsets[n], target)
-                                    for n, target in zip(cands.position.tolist(), targets, strict=True)],
-                                   dtype=np.float64).reshape(-1, 2)
+                context = bundle.error_pairs.context_count_array(list(zip(site_texts, offsets, strict=True)),
+                                                                 cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
         x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)

@@ -146,3 +146,11 @@ def test_context_flags_examine_what_the_detector_leaves(tiny_model_dir, tmp_path
     assert all(f["ctx_log_count"] == 0 for target, f in scored.items() if target != "应")
     assert flagged.correct("因为下雨").target == "因为下雨"  # 因为 was never a mistake: not examined
     assert Corrector(str(model), scorer={**scorer, "context_flag_rate": 0.9}).correct("我因该去").target == "我因该去"
+
+
+def test_context_count_array_matches_one_at_a_time(table):
+    sites = [("你因该走", 1), ("因为下雨", 0), ("他因该来", 1)]
+    site_of, targets = [0, 0, 1, 2, 2], ["应", "音", "应", "应", "英"]
+    expected = [table.context_count(*sites[n], target) for n, target in zip(site_of, targets, strict=True)]
+    assert table.context_count_array(sites, site_of, targets).tolist() == [list(map(float, e)) for e in expected]
+    assert table.context_count_array(sites, [], []).shape == (0, 2)
