@@ -408,15 +408,21 @@ def test_distillation_pulls_a_cut_generator_towards_its_teacher(tiny_model_dir: 
                              cpu=True, generator_input="source", distill_from=str(tiny_model_dir)))
 
 
-def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_model_dir: Path, tmp_path: Path):
+def calibration_inputs(tiny_model_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(dev set of five toy pairs, a copy of the tiny model to calibrate)."""
     import shutil
-
-    from corrector.finetune.calibrate import calibrate
 
     dev = tmp_path / "dev.tsv"
     write_pairs(dev, toy_pairs()[:5])
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
+    return dev, model
+
+
+def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.calibrate import calibrate
+
+    dev, model = calibration_inputs(tiny_model_dir, tmp_path)
     tried = []
     saved = calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None, 0.0, -1e9), generator_input="source",
                       held_out=False, log=tried.append)
@@ -442,16 +448,11 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
 
 
 def test_calibration_tries_context_flag_rates_with_a_context_table(tiny_model_dir: Path, tmp_path: Path):
-    import shutil
-
     from corrector.error_pairs import FILENAME, ErrorPairs
     from corrector.finetune.calibrate import calibrate
     from corrector.scoring import Scorer
 
-    dev = tmp_path / "dev.tsv"
-    write_pairs(dev, toy_pairs()[:5])
-    model = tmp_path / "model"
-    shutil.copytree(tiny_model_dir, model)
+    dev, model = calibration_inputs(tiny_model_dir, tmp_path)
     tried = []
     calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None,), context_rate_grid=(None, 0.5),
               held_out=False, log=tried.append)
