@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
     add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
 
-    pairs = commands.add_parser("pairs", help="count real corrections (a -> b) of training pairs into MODEL/error_pairs.json")
+    pairs = commands.add_parser("pairs", help="count real corrections (a -> b, and per written bigram) of training pairs into MODEL/error_pairs.json")
     pairs.add_argument("--train", nargs="+", required=True,
                        help="human-made CSC training files (SIGHAN/ECSpell train; not synthetic data, whose "
                             "errors only echo the confusion sets)")
