@@ -38,6 +38,7 @@ so the calibrated weights do not trust the table more than it deserves) and stor
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -65,11 +66,16 @@ class ErrorPairs:
         self.sources = list(sources or [])
         self.context_counts = {key: dict(targets) for key, targets in (context_counts or {}).items()}
         self.bigram_counts = dict(bigram_counts or {})
-        # Per context key: its most frequent correction, that count and the key's rate, for flagging.
-        self._best = {}
+
+    @functools.cached_property
+    def _best(self) -> dict[str, tuple[int, float]]:
+        """Per context key: the count of its most frequent correction and that count's rate over
+        the bigram's occurrences — what `context_flag` reads; built on first use only."""
+        best = {}
         for key, targets in self.context_counts.items():
-            target, count = max(targets.items(), key=lambda kv: (kv[1], kv[0]))
-            self._best[key] = (target, count, count / (self.bigram_counts.get(key[1:], 0) + 1))
+            count = max(targets.values())
+            best[key] = (count, count / (self.bigram_counts.get(key[1:], 0) + 1))
+        return best
 
     @classmethod
     def count(cls, pairs: Iterable[tuple[str, str]], sources: list[str] | None = None) -> ErrorPairs:
@@ -141,7 +147,7 @@ class ErrorPairs:
         `min_count` times and in at least `min_rate` of that bigram's occurrences."""
         for key in context_keys(text, offset):
             best = self._best.get(key)
-            if best is not None and best[1] >= min_count and best[2] >= min_rate:
+            if best is not None and best[0] >= min_count and best[1] >= min_rate:
                 return True
         return False
 

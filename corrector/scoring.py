@@ -34,8 +34,8 @@ For a flagged position with original character `o` and candidate `c` the feature
     word_size       how many characters that word changes; 0 for a single character
     ctx_log_count   log(1 + times o was corrected to c in training with the same left or right
                     neighbour as here (error_pairs.py, context counts))
-    ctx_log_rate    log((that count + 0.1) / (occurrences of that written bigram there + 1)); both
-                    log-scale like pair_log_*; both 0 for a model without context counts
+    ctx_log_rate    log((that count + 0.1) / (occurrences of that written bigram there + 1)), as
+                    pair_log_rate; both 0 for a model without context counts
 
 confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —

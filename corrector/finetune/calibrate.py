@@ -162,20 +162,20 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     if bundle.error_pairs is None or not bundle.error_pairs.context_counts:
         context_rate_grid, rates = [None], []
     candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
-    if weights[-1] > 0:  # the LM's evidence flags characters the lowest margin alone does not: fit on both
-        flagged_by_lm = Corrector(bundle, scorer={"generator_flag_margin": margins[0],
-                                                  "generator_flag_lm_weight": weights[-1]}, config=fit_config)
+
+    def add_flagged_by(flag_settings: dict) -> None:
+        """Fit on the positions another flag rule examines too (those not examined yet)."""
+        flagger = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None, **flag_settings},
+                            config=fit_config)
         seen = {(c.text_index, c.position) for c in candidates}
-        candidates += [c for c in flagged_by_lm.score_candidates(sources, batch_size=batch_size,
-                                                                 detection_threshold=fit_detection_threshold)
-                       if (c.text_index, c.position) not in seen]
-    if rates:  # characters the training data's context corrections flag: fit on those too
-        flagged_by_context = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None,
-                                                       "context_flag_rate": rates[0]}, config=fit_config)
-        seen = {(c.text_index, c.position) for c in candidates}
-        candidates += [c for c in flagged_by_context.score_candidates(sources, batch_size=batch_size,
-                                                                      detection_threshold=fit_detection_threshold)
-                       if (c.text_index, c.position) not in seen]
+        candidates.extend(c for c in flagger.score_candidates(sources, batch_size=batch_size,
+                                                              detection_threshold=fit_detection_threshold)
+                          if (c.text_index, c.position) not in seen)
+
+    if weights[-1] > 0:  # the LM's evidence flags characters the lowest margin alone does not
+        add_flagged_by({"generator_flag_lm_weight": weights[-1]})
+    if rates:  # so do the training data's corrections in context
+        add_flagged_by({"context_flag_rate": rates[0]})
     labels = candidate_labels(candidates, sources, targets)
     log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
