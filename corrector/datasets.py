@@ -525,3 +525,29 @@ def load_pairs(
     """(source, target) pairs of a data set, e.g. for fine-tuning; length-mismatched pairs dropped by default."""
     dataset = read_dataset(spec, format=format)
     return [(e.source, e.target) for e in dataset.examples if e.same_length or not same_length_only]
+
+
+def correct_sides(specs: Iterable[str | Path], exclude: Iterable[str | Path] = (), shared_span: int = 8) -> list[str]:
+    """The correct side of every pair of the data sets `specs`, each distinct sentence once, for
+    counting as in-domain text (the n-gram LM: `pretrain ngram --pairs`).
+
+    The pairs of `exclude` (the calibration dev split) are left out, and so is every sentence that
+    shares a run of `shared_span` characters with one of theirs: CSC sets repeat the same correct
+    sentence with other errors written into it (374 of the 1,050 dev sentences' correct sides occur
+    again among the other training pairs), so leaving out the exact pairs alone would let the
+    dev split read its own answers out of the LM and calibrate the scorer to trust it too much.
+    """
+    held_out = {e.target for spec in exclude for e in read_dataset(spec).examples}
+    held_out_spans = {t[i:i + shared_span] for t in held_out for i in range(len(t) - shared_span + 1)}
+    seen: set[str] = set()
+    sides = []
+    for spec in specs:
+        for example in read_dataset(spec).examples:
+            target = example.target
+            if not target or target in seen or target in held_out:
+                continue
+            seen.add(target)
+            if any(target[i:i + shared_span] in held_out_spans for i in range(len(target) - shared_span + 1)):
+                continue
+            sides.append(target)
+    return sides

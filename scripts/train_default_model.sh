@@ -71,9 +71,10 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
   --max-steps "$FINETUNE_STEPS" --stop-at-step "$FINETUNE_STOP" --lr 3e-4 --warmup-steps "$FINETUNE_WARMUP" --seed 42 \
   --generator-input "$GENERATOR_INPUT" --resume
 
-# The character n-gram LM the scorer uses beside the generator (feature lm_gain), from the same corpus.
+# The character n-gram LM the scorer uses beside the generator (feature lm_gain), from the same corpus
+# plus the correct side of the real training pairs (x3), none that shares 8 characters with the dev split.
 [ -f "$RUNS/finetune/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$SHARED/corpus" \
-  --output "$RUNS/finetune" --order "$NGRAM_ORDER"
+  --output "$RUNS/finetune" --order "$NGRAM_ORDER" --pairs "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv"
 
 # Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"

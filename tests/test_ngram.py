@@ -101,6 +101,32 @@ def test_cli_counts_a_corpus(tmp_path):
     assert NgramLM.load(tmp_path / "out").order == 3
 
 
+def test_cli_counts_training_pairs_correct_sides_without_the_dev_split(tmp_path, capsys):
+    """--pairs adds the correct side of CSC pairs (weighted), never a sentence of --exclude's pairs
+    nor one that shares an 8-character run with them."""
+    from corrector.pretrain.__main__ import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("今天天气很好。\n", encoding="utf-8")
+    train = tmp_path / "train.tsv"
+    train.write_text("1\t他因该来。\t他应该来。\n"
+                     "0\t我们明天一起去公园散步吧。\t我们明天一起去公园散步吧。\n"  # shares 明天一起去公园散步 with dev
+                     "1\t请让坐。\t请让座。\n"
+                     "0\t他应该来。\t他应该来。\n", encoding="utf-8")  # the same correct sentence again
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("1\t我明天一起去公园散步。\t我明天一起去公园散步。\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["ngram", "--corpus", str(corpus), "--output", str(out), "--min-char-count", "1", "--min-count", "1"]
+    assert main([*args, "--pairs", str(train), "--exclude", str(dev), "--pairs-weight", "2"]) == 0
+    assert "2 sentences of pairs x 2" in capsys.readouterr().out
+    lm = NgramLM.load(out)
+    assert "座" in lm.chars and "园" not in lm.chars
+    bigrams = dict(zip(lm.keys[1].tolist(), lm.counts[1].tolist(), strict=True))
+    assert bigrams[int(lm._pack(lm.ids("应该")[None, :])[0])] == 2  # 他应该来。 counted once, twice over
+    with pytest.raises(SystemExit):  # nothing left to count from the pairs: an error, not a silent no-op
+        main([*args, "--pairs", str(dev), "--exclude", str(dev)])
+
+
 def test_pipeline_uses_the_lm_to_rank_confusable_candidates(tiny_model_dir, tmp_path):
     """With a random generator, the n-gram LM decides: 因该 -> 应该, 让坐 -> 让座."""
     from corrector import Corrector

@@ -6,7 +6,8 @@ Examples:
     python -m corrector.pretrain train --corpus ../shared/data/corpus --output runs/pt --preset small
     accelerate launch --num_processes 4 -m corrector.pretrain train --corpus CORPUS --output OUT
     python -m corrector.pretrain train --corpus MY_TEXT --output OUT --init hfl/chinese-electra-180g-small-discriminator
-    python -m corrector.pretrain ngram --corpus ../shared/data/corpus --output runs/finetune
+    python -m corrector.pretrain ngram --corpus ../shared/data/corpus --output runs/finetune \
+        --pairs ../shared/data/csc/sighan/train2015.tsv … --exclude runs/finetune/dev.tsv
     python -m corrector.pretrain bench
 """
 
@@ -62,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     ngram.add_argument("--min-count", type=int, default=2, help="prune n-grams of order >= 3 seen fewer times (default: 2)")
     ngram.add_argument("--min-char-count", type=int, default=2, help="rarer characters share one 'unknown' id (default: 2)")
     ngram.add_argument("--halfwidth", action="store_true", help=HELP["halfwidth"])
+    ngram.add_argument("--pairs", nargs="*", default=[],
+                       help="CSC data sets (e.g. the real training pairs) whose correct sentences are counted too: "
+                            "the kind of text the corrector meets")
+    ngram.add_argument("--pairs-weight", type=int, default=3,
+                       help="times each of those sentences is counted (default: 3, the weight measured on dev)")
+    ngram.add_argument("--exclude", nargs="*", default=[],
+                       help="data sets never counted (the calibration dev split), with every --pairs sentence "
+                            "that shares an 8-character run with one of theirs")
 
     bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
     bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
@@ -91,18 +100,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(tokens)} tokens from {stats.summary()} -> {args.output}")
         return 0
     if args.command == "ngram":
+        from ..datasets import DatasetError, correct_sides
         from ..ngram import NgramLM
         from .corpus import CorpusStats, iter_lines, list_corpus_files
 
         stats = CorpusStats()
         try:
             lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
+            in_domain = correct_sides(args.pairs, args.exclude)
+            if args.pairs and not in_domain:
+                raise ValueError(f"no sentences left in {args.pairs} after excluding {args.exclude}")
+            lines += in_domain * args.pairs_weight
             model = NgramLM.count(lines, order=args.order, min_char_count=args.min_char_count, min_count=args.min_count)
-        except (FileNotFoundError, ValueError) as error:
+        except (FileNotFoundError, ValueError, DatasetError) as error:
             parser.error(str(error))
         path = model.save(args.output)
         sizes = ", ".join(f"{len(keys)} {k}-grams" for k, keys in enumerate(model.keys, start=1))
-        read = (f"{stats.files} files, {len(lines)} lines, {sum(map(len, lines))} characters "
+        read = (f"{stats.files} files and {len(in_domain)} sentences of pairs x {args.pairs_weight if in_domain else 0}, "
+                f"{len(lines)} lines, {sum(map(len, lines))} characters "
                 f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
         print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
