@@ -125,6 +125,8 @@ def test_cli_counts_training_pairs_correct_sides_without_the_dev_split(tmp_path,
     assert bigrams[int(lm._pack(lm.ids("应该")[None, :])[0])] == 2  # 他应该来。 counted once, twice over
     with pytest.raises(SystemExit):  # nothing left to count from the pairs: an error, not a silent no-op
         main([*args, "--pairs", str(dev), "--exclude", str(dev)])
+    with pytest.raises(SystemExit):
+        main([*args, "--pairs", str(train), "--pairs-weight", "0"])
 
 
 def test_pipeline_uses_the_lm_to_rank_confusable_candidates(tiny_model_dir, tmp_path):

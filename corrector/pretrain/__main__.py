@@ -102,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ngram":
         from ..datasets import DatasetError, correct_sides
         from ..ngram import NgramLM
-        from .corpus import CorpusStats, iter_lines, list_corpus_files
+        from .corpus import CorpusStats, iter_lines, list_corpus_files, to_halfwidth
 
+        if args.pairs_weight < 1:
+            parser.error("--pairs-weight must be at least 1 (leave out --pairs to count none)")
         stats = CorpusStats()
         try:
             lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
-            in_domain = correct_sides(args.pairs, args.exclude)
+            in_domain = [to_halfwidth(t) if args.halfwidth else t for t in correct_sides(args.pairs, args.exclude)]
             if args.pairs and not in_domain:
                 raise ValueError(f"no sentences left in {args.pairs} after excluding {args.exclude}")
             lines += in_domain * args.pairs_weight
