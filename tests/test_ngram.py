@@ -127,6 +127,8 @@ def test_cli_counts_training_pairs_correct_sides_without_the_dev_split(tmp_path,
         main([*args, "--pairs", str(dev), "--exclude", str(dev)])
     with pytest.raises(SystemExit):
         main([*args, "--pairs", str(train), "--pairs-weight", "0"])
+    with pytest.raises(SystemExit):  # --exclude without --pairs would silently exclude nothing
+        main([*args, "--exclude", str(dev)])
 
 
 def test_pipeline_uses_the_lm_to_rank_confusable_candidates(tiny_model_dir, tmp_path):

@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.pairs_weight < 1:
             parser.error("--pairs-weight must be at least 1 (leave out --pairs to count none)")
+        if args.exclude and not args.pairs:
+            parser.error("--exclude leaves sentences out of --pairs only (the corpus is counted whole): name --pairs")
         stats = CorpusStats()
         try:
             lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
