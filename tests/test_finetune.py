@@ -240,6 +240,7 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     assert corrector.scorer.threshold == pytest.approx(saved["threshold"])
     assert corrector.scorer.detection_threshold == pytest.approx(saved["detection_threshold"])
     assert "word_gain" not in saved["mlp"]["inputs"] and corrector.homophones is None  # words are opt-in
+    assert len(saved["mlp"]["b1"]) == 5 * 16  # five networks of 16 units averaged (calibrate's default)
 
 
 def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_model_dir: Path, tmp_path: Path):

@@ -301,6 +301,25 @@ def test_network_scorer_learns_an_interaction_the_linear_one_cannot():
         Scorer.fit(x, labels, hidden=4, inputs=["no_such_feature"])
 
 
+def test_network_members_average_into_one_wider_network():
+    """members=3: three seeds' networks side by side, whose logit is the mean of theirs."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.zeros(600, len(FEATURES))
+    x[:, 0] = 1.0
+    x[:, FEATURES.index("lm_gain")] = torch.randn(600, generator=gen)
+    x[:, FEATURES.index("pair_log_count")] = torch.rand(600, generator=gen) * 3
+    labels = (x[:, FEATURES.index("lm_gain")] + x[:, FEATURES.index("pair_log_count")] > 2).float()
+    inputs = ["pair_log_count", "lm_gain"]
+    ensemble = Scorer.from_config(Scorer.fit(x, labels, hidden=4, inputs=inputs, seed=7, members=3))
+    singles = [Scorer.from_config(Scorer.fit(x, labels, hidden=4, inputs=inputs, seed=s)) for s in (7, 8, 9)]
+    assert len(ensemble.mlp["b1"]) == 12 and len(ensemble.mlp["w1"][0]) == 2
+    mean_logit = torch.stack([s.logits(x) for s in singles]).mean(0)
+    assert torch.allclose(ensemble.logits(x), mean_logit, atol=1e-4)
+    assert ((ensemble.confidence(x) > 0.5).float() == labels).float().mean() > 0.95
+    with pytest.raises(ValueError, match="members"):
+        Scorer.fit(x, labels, hidden=4, inputs=inputs, members=0)
+
+
 def test_scorer_config_round_trip():
     scorer = Scorer.from_config({"weights": {"bias": -1.0, "gen_logprob": 2.0}, "threshold": 0.7})
     again = Scorer.from_config(scorer.to_config())

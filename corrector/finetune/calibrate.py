@@ -122,6 +122,7 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
 
 SPEED_TOLERANCE = 0.005  # dev F1 given up for a higher (faster) detection threshold
 DEFAULT_HIDDEN = 16
+DEFAULT_MEMBERS = 5  # networks averaged into the scorer (Scorer.fit): a steadier fit than one seed
 DEFAULT_INPUTS = tuple(f for f in FEATURES if f not in ("bias", "recheck_prob"))
 
 
@@ -130,7 +131,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
               inputs: Sequence[str] = DEFAULT_INPUTS, generator_input: str | None = None, held_out: bool = True,
               word_candidates: bool = False, margin_grid: Sequence[float | None] = MARGIN_GRID,
               lm_weight_grid: Sequence[float] = LM_WEIGHT_GRID,
-              context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, seed: int = 0, log=print) -> dict:
+              context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, seed: int = 0,
+              members: int = DEFAULT_MEMBERS, log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
@@ -179,7 +181,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     labels = candidate_labels(candidates, sources, targets)
     log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
-    fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed)
+    fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
+                       members=members if hidden else 1)
     if any(labels) and not all(labels):
         config = Scorer.fit([c.features for c in candidates], labels, **fit_options)
     else:  # nothing to learn from (a weak model or a tiny dev set): keep the hand-set weights
