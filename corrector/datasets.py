@@ -527,27 +527,45 @@ def load_pairs(
     return [(e.source, e.target) for e in dataset.examples if e.same_length or not same_length_only]
 
 
+class HeldOut:
+    """The pairs of the data sets `exclude` (the calibration dev split) and every text that shares
+    a run of `shared_span` characters with one of their correct sides.
+
+    CSC sets repeat the same correct sentence with other errors written into it (374 of the 1,050
+    dev sentences' correct sides occur again among the other training pairs), so leaving out the
+    exact dev pairs alone lets the dev split read its own answers out of whatever is counted from
+    the training pairs — the n-gram LM, the error pairs in context — and calibrates the scorer to
+    trust those features more than text it has never seen deserves."""
+
+    def __init__(self, exclude: Iterable[str | Path] = (), shared_span: int = 8) -> None:
+        self.pairs = {(e.source, e.target) for spec in exclude for e in read_dataset(spec).examples}
+        self.targets = {target for _, target in self.pairs}
+        self.shared_span = shared_span
+        self._spans = {t[i:i + shared_span] for t in self.targets for i in range(len(t) - shared_span + 1)
+                       } if shared_span > 0 else set()
+
+    def overlaps(self, text: str) -> bool:
+        """Whether `text` is a held-out correct side or shares a `shared_span` run with one
+        (never, for a `shared_span` of 0: then only the exact pairs are held out)."""
+        n = self.shared_span
+        if n <= 0:
+            return False
+        return text in self.targets or any(text[i:i + n] in self._spans for i in range(len(text) - n + 1))
+
+
 def correct_sides(specs: Iterable[str | Path], exclude: Iterable[str | Path] = (), shared_span: int = 8) -> list[str]:
     """The correct side of every pair of the data sets `specs`, each distinct sentence once, for
-    counting as in-domain text (the n-gram LM: `pretrain ngram --pairs`).
-
-    The pairs of `exclude` (the calibration dev split) are left out, and so is every sentence that
-    shares a run of `shared_span` characters with one of theirs: CSC sets repeat the same correct
-    sentence with other errors written into it (374 of the 1,050 dev sentences' correct sides occur
-    again among the other training pairs), so leaving out the exact pairs alone would let the
-    dev split read its own answers out of the LM and calibrate the scorer to trust it too much.
-    """
-    held_out = {e.target for spec in exclude for e in read_dataset(spec).examples}
-    held_out_spans = {t[i:i + shared_span] for t in held_out for i in range(len(t) - shared_span + 1)}
+    counting as in-domain text (the n-gram LM: `pretrain ngram --pairs`), without the pairs of
+    `exclude` or any sentence that overlaps them (`HeldOut`)."""
+    held_out = HeldOut(exclude, shared_span)
     seen: set[str] = set()
     sides = []
     for spec in specs:
         for example in read_dataset(spec).examples:
             target = example.target
-            if not target or target in seen or target in held_out:
+            if not target or target in seen:
                 continue
             seen.add(target)
-            if any(target[i:i + shared_span] in held_out_spans for i in range(len(target) - shared_span + 1)):
-                continue
-            sides.append(target)
+            if not held_out.overlaps(target):
+                sides.append(target)
     return sides

@@ -73,6 +73,25 @@ def test_cli_excludes_the_dev_split_and_counts_duplicates_once(tmp_path):
     assert main(["pairs", "--train", str(empty), "--output", str(out)]) == 2
 
 
+def test_cli_leaves_out_training_sentences_that_overlap_the_dev_split(tmp_path, capsys):
+    """The same correct sentence with another error written into it is the dev sentence's answer:
+    left out by default (--shared-span 8), kept with --shared-span 0 (the exact pairs only)."""
+    from corrector.finetune.__main__ import main
+
+    train = tmp_path / "train.tsv"
+    train.write_text("1\t我们明天一起去公园三步吧。\t我们明天一起去公园散步吧。\n"  # shares 明天一起去公园散步吧 with dev
+                     "1\t他因该来。\t他应该来。\n", encoding="utf-8")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("1\t我门明天一起去公园散步吧。\t我们明天一起去公园散步吧。\n", encoding="utf-8")
+    out = tmp_path / "model"
+    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--output", str(out)]) == 0
+    assert "1 overlapping them" in capsys.readouterr().out
+    loaded = ErrorPairs.load(out / FILENAME)
+    assert loaded.targets("三") == {} and loaded.targets("因") == {"应": 1}
+    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--shared-span", "0", "--output", str(out)]) == 0
+    assert ErrorPairs.load(out / FILENAME).targets("三") == {"散": 1}
+
+
 def test_learned_pairs_become_candidates_and_features(tiny_model_dir, tmp_path):
     """A learned pair with no sound/shape relation is proposed and scored by its count."""
     from corrector import Corrector

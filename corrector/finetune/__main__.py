@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                             "errors only echo the confusion sets)")
     pairs.add_argument("--exclude", nargs="*", default=[],
                        help="data sets whose pairs are left out (the calibration dev split)")
+    pairs.add_argument("--shared-span", type=int, default=8,
+                       help="also leave out every training pair whose correct side shares a run of this many "
+                            "characters with an --exclude sentence (default: 8; 0: the exact pairs only)")
     pairs.add_argument("--output", required=True, help="model directory (or .json path) to write error_pairs.json to")
 
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
@@ -101,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--seed", type=int, default=0,
                      help="initialisation of the scorer network (default: 0); its held-out dev F1 moves by ~0.015 "
                           "with the seed alone")
+    cal.add_argument("--members", type=int, default=5,
+                     help="scorer networks fitted from seeds SEED, SEED+1, ... and averaged into one (default: 5)")
     cal.add_argument("--fit-detection-threshold", type=float, default=None,
                      help="detection threshold of the candidates the scorer is fitted on (default: the grid's lowest), "
                           "so that one setting can be refitted alone on the same candidates as a full grid")
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   ("lm_weight_grid", args.flag_lm_weights),
                                                   ("context_rate_grid", args.context_flag_rates)) if value}
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
-                  fit_detection_threshold=args.fit_detection_threshold,
+                  members=args.members, fit_detection_threshold=args.fit_detection_threshold,
                   generator_input=args.generator_input, word_candidates=args.word_candidates, **grids)
         return 0
     except (FileNotFoundError, ValueError) as error:
@@ -174,18 +179,22 @@ def run_ship(args: argparse.Namespace) -> int:
 def run_pairs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..datasets import read_dataset
+    from ..datasets import HeldOut, read_dataset
     from ..error_pairs import FILENAME, ErrorPairs
 
-    excluded = {(e.source, e.target) for path in args.exclude for e in read_dataset(path).examples}
+    held_out = HeldOut(args.exclude, args.shared_span)
     seen: set[tuple[str, str]] = set()  # a file named twice (upsampling) is counted once
-    pairs = []
+    pairs, overlapping = [], 0
     for path in args.train:
         for example in read_dataset(path).same_length_examples:
             key = (example.source, example.target)
-            if key not in excluded and key not in seen:
-                seen.add(key)
-                pairs.append(key)
+            if key in held_out.pairs or key in seen:
+                continue
+            seen.add(key)
+            if held_out.overlaps(example.target):
+                overlapping += 1
+                continue
+            pairs.append(key)
     if not pairs:
         raise ValueError(f"no usable training pairs in {args.train}")
     table = ErrorPairs.count(pairs, sources=[Path(p).name for p in dict.fromkeys(args.train)])
@@ -194,7 +203,8 @@ def run_pairs(args: argparse.Namespace) -> int:
         output.mkdir(parents=True, exist_ok=True)
         output = output / FILENAME
     table.save(output)
-    print(f"{table.sentences} sentences ({len(excluded)} excluded pairs) -> {len(table)} error pairs, "
+    print(f"{table.sentences} sentences ({len(held_out.pairs)} excluded pairs, {overlapping} overlapping them) "
+          f"-> {len(table)} error pairs, "
           f"{sum(table.char_counts.values())} characters -> {output}")
     return 0
 
