@@ -468,3 +468,30 @@ def test_calibration_tries_context_flag_rates_with_a_context_table(tiny_model_di
     assert Scorer.from_config(saved).context_flag_rate == saved.get("context_flag_rate")
     assert "context_flag_rate" not in Scorer().to_config()  # old files stay as they were
     assert Scorer.from_config({"context_flag_rate": 0.7}).to_config()["context_flag_rate"] == 0.7
+
+
+def test_calibrate_cli_seed_members_and_fit_detection_threshold(tiny_model_dir: Path, tmp_path: Path, capsys):
+    """The refit options of the CLI reach the fit: --members sets the network's width,
+    --seed its start, --fit-detection-threshold the candidates it is fitted on."""
+    from corrector.finetune.__main__ import main
+
+    dev, model = calibration_inputs(tiny_model_dir, tmp_path)
+    base = ["calibrate", "--model", str(model), "--dev", str(dev), "--detection-grid", "0.5", "--margin-grid", "off",
+            "--hidden", "4"]
+
+    def fit(*extra: str) -> dict:
+        assert main([*base, *extra]) == 0
+        return json.loads((model / "scorer.json").read_text(encoding="utf-8"))
+
+    two = fit("--members", "2", "--seed", "3", "--fit-detection-threshold", "0.3")
+    assert len(two["mlp"]["b1"]) == 8 and two["detection_threshold"] == 0.5
+    broad = capsys.readouterr().out
+    one = fit("--members", "1", "--seed", "3", "--fit-detection-threshold", "0.3")
+    assert len(one["mlp"]["b1"]) == 4 and one["mlp"]["w1"] == two["mlp"]["w1"][:4]  # seed 3 is the first member
+    assert fit("--members", "1", "--seed", "4", "--fit-detection-threshold", "0.3")["mlp"]["w1"] != one["mlp"]["w1"]
+    capsys.readouterr()
+    fit("--members", "1")  # fitted at the detection grid's lowest threshold: fewer candidates than at 0.3
+    count = [int(line.split(" candidates")[0].split()[-1]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("dev:")]
+    assert count and count[0] <= int(broad.split(" candidates")[0].split()[-1])
+    assert main([*base, "--members", "0"]) == 2

@@ -140,6 +140,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise."""
     from evaluate.sweep import calibrate as sweep_threshold
 
+    if members < 1:
+        raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
     examples = read_dataset(str(dev)).same_length_examples
     if not examples:
