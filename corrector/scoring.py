@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -255,8 +255,8 @@ class Scorer:
         """Logistic regression of labels (1 = the candidate is the gold correction) on features.
 
         `features` is an (N, F) array in `FEATURES` order, or a list of {name: value} dicts as
-        returned by `Corrector.score_candidates`. Returns a new scorer config (thresholds are
-        kept from `base`, or the defaults). `l2` penalises every weight except the bias.
+        returned by `Corrector.score_candidates`. Returns a new scorer config (thresholds and
+        flag settings are kept from `base`, or the defaults). `l2` penalises every weight except the bias.
         `hidden` > 0 fits the network form instead, over `inputs` (default: every feature but
         the bias), with weight decay `l2` / 100 (its weights are many and small); `members` > 1
         fits that many networks from seeds `seed`, `seed` + 1, ... and stores their average
@@ -275,10 +275,8 @@ class Scorer:
         if hidden > 0:
             names = list(inputs or [f for f in FEATURES if f != "bias"])
             mlp = _average([_fit_mlp(x, y, names, hidden, l2 / 100, max_iter, seed + m) for m in range(members)])
-            fitted = cls(weights={}, threshold=base_scorer.threshold, detection_threshold=base_scorer.detection_threshold,
-                         mlp=mlp, generator_flag_margin=base_scorer.generator_flag_margin,
-                         generator_flag_lm_weight=base_scorer.generator_flag_lm_weight)
-            return fitted.to_config()
+            # Thresholds and flag settings are kept from `base`; only the scoring is new.
+            return replace(base_scorer, weights={}, mlp=mlp).to_config()
         # Standardise for a well-conditioned problem, then map the weights back.
         mean, std = x.mean(0), x.std(0)
         std[std < 1e-8] = 1.0
@@ -300,15 +298,8 @@ class Scorer:
         optimizer.step(closure)
         raw = (w.detach() / std)
         raw[FEATURE_INDEX["bias"]] -= float((w.detach() * mean / std).sum())
-        fitted = cls(
-            weights={name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)},
-            threshold=base_scorer.threshold,
-            detection_threshold=base_scorer.detection_threshold,
-            generator_flag_margin=base_scorer.generator_flag_margin,
-            generator_flag_lm_weight=base_scorer.generator_flag_lm_weight,
-            context_flag_rate=base_scorer.context_flag_rate,
-        )
-        return fitted.to_config()
+        weights = {name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)}
+        return replace(base_scorer, weights=weights, mlp=None).to_config()
 
 
 def _fit_mlp(x: torch.Tensor, y: torch.Tensor, inputs: list[str], hidden: int, weight_decay: float,

@@ -318,6 +318,12 @@ def test_network_members_average_into_one_wider_network():
     assert ((ensemble.confidence(x) > 0.5).float() == labels).float().mean() > 0.95
     with pytest.raises(ValueError, match="members"):
         Scorer.fit(x, labels, hidden=4, inputs=inputs, members=0)
+    # A network or a linear fit keeps the base's thresholds and flag settings.
+    base = {"threshold": 0.3, "detection_threshold": 0.05, "generator_flag_margin": -0.5,
+            "generator_flag_lm_weight": 0.5, "context_flag_rate": 0.5}
+    for hidden in (4, 0):
+        refit = Scorer.fit(x, labels, base=base, hidden=hidden, inputs=inputs if hidden else None)
+        assert {key: refit[key] for key in base} == base
 
 
 def test_scorer_config_round_trip():
