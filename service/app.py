@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,6 +35,15 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 WARMUP_TEXT = "少先队员因该为老人让坐。"
 
 
+def correction_processes(settings: Settings) -> int:
+    """How many correction processes `settings` asks for (`Settings.processes`; None: auto)."""
+    if settings.processes is not None:
+        return settings.processes
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    share = cores // settings.workers
+    return share if settings.device == "cpu" and share >= 2 else 0
+
+
 def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     """The real corrector for `settings.model` (None: the library's default model)."""
     import torch
@@ -43,9 +53,17 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         CorrectorConfig,
     )
 
+    config = CorrectorConfig(traditional=settings.traditional)
+    processes = correction_processes(settings)
+    if processes:
+        from corrector.processes import CorrectorSpec, ProcessCorrector
+
+        torch.set_num_threads(1)  # this process only parses, batches and answers
+        spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
+                             runtime=settings.runtime, config=config)
+        return ProcessCorrector(spec, processes)
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
-    config = CorrectorConfig(traditional=settings.traditional)
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
                           runtime=settings.runtime, config=config)
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
@@ -227,6 +245,8 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         finally:
             app.state.batcher = None
             await batcher.stop()
+            if corrector is None and hasattr(instance, "close"):
+                instance.close()  # the correction processes (ProcessCorrector)
 
     app = FastAPI(
         title="Chinese spelling correction (中文拼写纠错)",

@@ -491,7 +491,7 @@ def test_threads_go_to_the_corrector_batch_workers(tiny_model_dir):
 
     threads = torch.get_num_threads()
     try:
-        corrector = load_corrector(Settings(model=str(tiny_model_dir), threads=2))
+        corrector = load_corrector(Settings(model=str(tiny_model_dir), threads=2, processes=0))
         # Two single-threaded batch workers; the loading thread (and the inference thread the
         # batcher starts later) runs torch on one thread.
         assert corrector.workers == 2
@@ -499,7 +499,39 @@ def test_threads_go_to_the_corrector_batch_workers(tiny_model_dir):
         assert corrector.correct_batch(["今天天气很好。", "北京是中国的首都。"] * 3)[0].source == "今天天气很好。"
         # --workers 2 with the default --threads 0 on two cores: one thread per process, no pool.
         torch.set_num_threads(2)
-        assert load_corrector(Settings(model=str(tiny_model_dir), workers=2)).workers == 1
+        assert load_corrector(Settings(model=str(tiny_model_dir), workers=2, processes=0)).workers == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_correction_processes_default_to_the_cores_per_worker(monkeypatch):
+    from service import app as app_module
+
+    monkeypatch.setattr(app_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert app_module.correction_processes(Settings()) == 2  # 2 cores, 1 worker
+    assert app_module.correction_processes(Settings(workers=2)) == 0  # a core each: in-process
+    assert app_module.correction_processes(Settings(device="cuda")) == 0
+    assert app_module.correction_processes(Settings(processes=3, workers=2)) == 3  # asked for
+    monkeypatch.setattr(app_module.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert app_module.correction_processes(Settings()) == 0
+
+
+def test_service_with_correction_processes(trained_model_dir):
+    import torch
+
+    threads = torch.get_num_threads()
+    app = create_app(Settings(model=str(trained_model_dir), processes=2, traditional="hk"))
+    try:
+        with TestClient(app) as client:
+            pool = app.state.batcher.corrector
+            assert pool.processes == 2 and pool.spec.config.traditional == "hk"
+            health = client.get("/health").json()
+            assert health["ready"] is True and str(trained_model_dir) in health["model"]
+            body = client.post("/correct", json={"texts": ["少先队员因该为老人让坐。", "今天天气很好。"] * 2}).json()
+            assert [item["target"] for item in body] == ["少先队员应该为老人让座。", "今天天气很好。"] * 2
+            processes = [w.process for w in pool._workers]
+        # Shutting the app down stops its correction processes.
+        assert not any(p.is_alive() for p in processes)
     finally:
         torch.set_num_threads(threads)
 
@@ -512,9 +544,9 @@ def test_precision_settings_reach_the_corrector(tiny_model_dir):
 
     threads = torch.get_num_threads()
     try:
-        default = load_corrector(Settings(model=str(tiny_model_dir)))
-        fp32 = load_corrector(Settings(model=str(tiny_model_dir), quantize=False))
-        bf16 = load_corrector(Settings(model=str(tiny_model_dir), bf16=True))
+        default = load_corrector(Settings(model=str(tiny_model_dir), processes=0))
+        fp32 = load_corrector(Settings(model=str(tiny_model_dir), quantize=False, processes=0))
+        bf16 = load_corrector(Settings(model=str(tiny_model_dir), bf16=True, processes=0))
     finally:
         torch.set_num_threads(threads)
 
@@ -534,9 +566,9 @@ def test_traditional_setting_reaches_the_corrector(tiny_model_dir, monkeypatch):
 
     threads = torch.get_num_threads()
     try:
-        assert load_corrector(Settings(model=str(tiny_model_dir))).script.variant == "tw"
-        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="hk")).script.variant == "hk"
-        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="off")).script is None
+        assert load_corrector(Settings(model=str(tiny_model_dir), processes=0)).script.variant == "tw"
+        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="hk", processes=0)).script.variant == "hk"
+        assert load_corrector(Settings(model=str(tiny_model_dir), traditional="off", processes=0)).script is None
     finally:
         torch.set_num_threads(threads)
     monkeypatch.setenv("CSC_SERVICE_TRADITIONAL", "jp")

@@ -1,0 +1,78 @@
+"""ProcessCorrector: the corrector in worker processes gives what one Corrector gives, survives a
+process's death and reports errors without losing the pool."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from corrector.processes import CorrectorSpec, ProcessCorrector, shares
+
+TEXTS = [
+    "少先队员因该为老人让坐。",
+    "我在2024年用iPhone打电话给Tom，他说因该没问题。",
+    "",
+    "今天天气很好，我们一起去公园散步。",
+    "😀",
+    "他的作业做得很认真。北京是中国的首都。张三和李四在上海工作。",
+    "下个星期我跟我朋友打算去法国玩儿。",
+]
+
+
+def test_shares_cut_contiguous_runs_of_about_equal_length():
+    texts = ["a" * n for n in (10, 10, 10, 10, 1, 1, 1, 37)]
+    runs = shares(texts, 2)
+    assert runs == [(0, 4), (4, 8)]  # 44 and 44 (a character each, one more a text)
+    assert shares(texts, 1) == [(0, 8)]
+    assert shares(["x"], 4) == [(0, 1)]  # never an empty run
+    for parts in range(1, 10):
+        runs = shares(texts, parts)
+        assert len(runs) == min(parts, len(texts))
+        assert runs[0][0] == 0 and runs[-1][1] == len(texts)
+        assert all(start < end for start, end in runs)
+        assert all(a[1] == b[0] for a, b in zip(runs, runs[1:], strict=False))
+    assert shares(["", "", ""], 2) == [(0, 2), (2, 3)]  # empty texts still spread
+    assert shares(["一二三"] * 8, 2) == [(0, 4), (4, 8)]
+
+
+@pytest.fixture(scope="module")
+def pool(trained_model_dir):
+    with ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=2) as corrector:
+        yield corrector
+
+
+def test_processes_give_what_one_corrector_gives(pool, trained_model_dir):
+    from corrector.pipeline import Corrector, CorrectorConfig
+
+    reference = Corrector(str(trained_model_dir), config=CorrectorConfig(workers=1))
+    assert pool.processes == 2
+    assert pool.name == reference.bundle.name and pool.threshold == reference.threshold
+    assert (pool.precision, pool.runtime) == (reference.precision, reference.runtime)
+    for threshold in (None, 0.0):
+        want = [r.to_dict() for r in reference.correct_batch(TEXTS, threshold=threshold)]
+        assert [r.to_dict() for r in pool.correct_batch(TEXTS, threshold=threshold)] == want
+    fixed = pool.correct("少先队员因该为老人让坐。")
+    assert fixed.target == "少先队员应该为老人让座。"
+    assert pool.correct_batch([]) == []
+
+
+def test_an_error_reaches_the_caller_and_the_pool_serves_on(pool):
+    with pytest.raises(TypeError):
+        pool.correct_batch(["今天天气很好。", None])  # type: ignore[list-item]
+    assert pool.correct("少先队员因该为老人让坐。").target == "少先队员应该为老人让座。"
+
+
+def test_a_process_that_dies_is_started_again(pool):
+    victim = pool._workers[0].process
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(timeout=30)
+    results = pool.correct_batch(["少先队员因该为老人让坐。"] * 4)
+    assert [r.target for r in results] == ["少先队员应该为老人让座。"] * 4
+    assert pool._workers[0].process.pid != victim.pid
+
+
+def test_a_model_that_cannot_load_stops_start_up_with_its_reason(tmp_path):
+    with pytest.raises(Exception, match="missing"):
+        ProcessCorrector(CorrectorSpec(str(tmp_path / "missing")), processes=1)
