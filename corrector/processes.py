@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import threading
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -63,6 +64,11 @@ class CorrectorSpec:
 def _serve(conn: Connection, spec: CorrectorSpec) -> None:
     """A worker process: build the corrector, say ready, then answer (texts, threshold) requests
     until the pipe closes or None arrives."""
+    # Ctrl-C in a terminal, or a service manager's SIGTERM to the whole process group, reaches this
+    # process too; the parent decides when it ends (it finishes the batch in flight, then closes
+    # the pipe), and if the parent dies without doing so the pipe breaks and the loop ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import torch
 

@@ -76,3 +76,12 @@ def test_a_process_that_dies_is_started_again(pool):
 def test_a_model_that_cannot_load_stops_start_up_with_its_reason(tmp_path):
     with pytest.raises(Exception, match="missing"):
         ProcessCorrector(CorrectorSpec(str(tmp_path / "missing")), processes=1)
+
+
+def test_interrupts_are_left_to_the_parent(pool):
+    # Ctrl-C reaches the whole process group; the processes serve on until the parent closes them.
+    for worker in pool._workers:
+        os.kill(worker.process.pid, signal.SIGINT)
+        os.kill(worker.process.pid, signal.SIGTERM)
+    assert pool.correct_batch(["少先队员因该为老人让坐。"] * 2)[1].target == "少先队员应该为老人让座。"
+    assert all(worker.process.is_alive() for worker in pool._workers)
