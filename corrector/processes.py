@@ -49,14 +49,17 @@ class CorrectorSpec:
     quantize: bool | None = None
     bf16: bool = False
     runtime: str = "auto"
-    config: Any = None  # a CorrectorConfig; its `workers` is set to 1 in the process
+    # A CorrectorConfig, or a dict of its fields (then the parent need not import torch); its
+    # `workers` is set to 1 in the process.
+    config: Any = None
     kwargs: dict[str, Any] = field(default_factory=dict)  # any other Corrector argument
     warmup: str | None = "少先队员因该为老人让坐。"  # corrected once at start, so no request pays for lazy set-up
 
     def build(self):
         from .pipeline import Corrector, CorrectorConfig
 
-        config = replace(self.config or CorrectorConfig(), workers=1)  # the processes are the parallelism
+        config = CorrectorConfig(**self.config) if isinstance(self.config, dict) else self.config or CorrectorConfig()
+        config = replace(config, workers=1)  # the processes are the parallelism
         return Corrector(self.model, device=self.device, threshold=self.threshold, quantize=self.quantize,
                          bf16=self.bf16, runtime=self.runtime, config=config, **self.kwargs)
 

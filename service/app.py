@@ -46,6 +46,16 @@ def correction_processes(settings: Settings) -> int:
 
 def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     """The real corrector for `settings.model` (None: the library's default model)."""
+    processes = correction_processes(settings)
+    if processes:
+        # The model lives in the correction processes only: this process parses, batches and
+        # answers, and does not even import torch (~360 MB less).
+        from corrector.processes import CorrectorSpec, ProcessCorrector
+
+        spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
+                             runtime=settings.runtime, config={"traditional": settings.traditional})
+        return ProcessCorrector(spec, processes)
+
     import torch
 
     from corrector.pipeline import (  # imported here: tests with a fake never pay for it
@@ -53,19 +63,10 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         CorrectorConfig,
     )
 
-    config = CorrectorConfig(traditional=settings.traditional)
-    processes = correction_processes(settings)
-    if processes:
-        from corrector.processes import CorrectorSpec, ProcessCorrector
-
-        torch.set_num_threads(1)  # this process only parses, batches and answers
-        spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                             runtime=settings.runtime, config=config)
-        return ProcessCorrector(spec, processes)
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                          runtime=settings.runtime, config=config)
+                          runtime=settings.runtime, config=CorrectorConfig(traditional=settings.traditional))
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores

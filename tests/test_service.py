@@ -524,7 +524,7 @@ def test_service_with_correction_processes(trained_model_dir):
     try:
         with TestClient(app) as client:
             pool = app.state.batcher.corrector
-            assert pool.processes == 2 and pool.spec.config.traditional == "hk"
+            assert pool.processes == 2 and pool.spec.config == {"traditional": "hk"}
             health = client.get("/health").json()
             assert health["ready"] is True and str(trained_model_dir) in health["model"]
             body = client.post("/correct", json={"texts": ["少先队员因该为老人让坐。", "今天天气很好。"] * 2}).json()
