@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.util
 import signal
 import threading
 from bisect import bisect_left
@@ -144,15 +145,22 @@ class _Worker:
         return self.process.is_alive() and not self.conn.closed
 
     def stop(self) -> None:
+        _stop_all([self])
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    """Ask every process to end (all at once), wait up to 5 s, kill what is left."""
+    for worker in workers:
         try:
-            self.conn.send(None)
-        except (OSError, ValueError):
+            worker.conn.send(None)
+        except (OSError, ValueError):  # already gone, or our end already closed
             pass
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.conn.close()
+    for worker in workers:
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.conn.close()
 
 
 def shares(texts: Sequence[str], parts: int) -> list[tuple[int, int]]:
@@ -186,6 +194,10 @@ class ProcessCorrector:
         self._lock = threading.Lock()
         self._start_timeout = start_timeout
         self._workers = [_Worker(self._context, spec, k) for k in range(processes)]  # load in parallel
+        # At interpreter exit, before multiprocessing terminates its daemon children (which ignore
+        # SIGTERM, see _serve) and waits for them: end them through their pipes, even when the
+        # caller never closed this corrector.
+        self._finalizer = multiprocessing.util.Finalize(self, _stop_all, args=(self._workers,), exitpriority=10)
         try:
             infos = [w.ready(start_timeout) for w in self._workers]
         except BaseException:
@@ -242,8 +254,7 @@ class ProcessCorrector:
                 self._workers[k] = fresh
 
     def close(self) -> None:
-        for worker in self._workers:
-            worker.stop()
+        self._finalizer()  # runs _stop_all once; later calls do nothing
 
     def __enter__(self) -> ProcessCorrector:
         return self

@@ -85,3 +85,17 @@ def test_interrupts_are_left_to_the_parent(pool):
         os.kill(worker.process.pid, signal.SIGTERM)
     assert pool.correct_batch(["少先队员因该为老人让坐。"] * 2)[1].target == "少先队员应该为老人让座。"
     assert all(worker.process.is_alive() for worker in pool._workers)
+
+
+def test_a_program_that_never_closes_the_pool_still_exits(trained_model_dir):
+    # The processes ignore SIGTERM, so multiprocessing's exit handler must not be what ends them.
+    import subprocess
+    import sys
+
+    program = ("from corrector.processes import CorrectorSpec, ProcessCorrector\n"
+               "if __name__ == '__main__':\n"
+               f"    pool = ProcessCorrector(CorrectorSpec({str(trained_model_dir)!r}), processes=2)\n"
+               "    print(pool.correct('少先队员因该为老人让坐。').target)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "少先队员应该为老人让座。"
