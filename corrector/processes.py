@@ -36,8 +36,10 @@ from .result import Result
 
 log = logging.getLogger(__name__)
 
-# Start-up of one process: import torch and transformers, load and quantize the model.
-START_TIMEOUT_S = 300.0
+# Start-up of one process (import torch and transformers, load and quantize the model) is not
+# timed out by default: a hub id may first have to be downloaded, and a process that dies while
+# starting is noticed at once (its pipe breaks), as is a model that cannot be loaded.
+START_TIMEOUT_S: float | None = None
 
 
 @dataclass
@@ -119,7 +121,7 @@ class _Worker:
         self.process.start()
         child.close()  # ours is closed in the child; the pipe breaks when the child dies
 
-    def ready(self, timeout: float) -> dict:
+    def ready(self, timeout: float | None) -> dict:
         if not self.conn.poll(timeout):
             self.stop()
             raise RuntimeError(f"correction process did not start within {timeout:.0f} s")
@@ -186,7 +188,7 @@ class ProcessCorrector:
     (or `with`) stops the processes; they are daemons, so they also end with this process.
     """
 
-    def __init__(self, spec: CorrectorSpec, processes: int = 2, start_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(self, spec: CorrectorSpec, processes: int = 2, start_timeout: float | None = START_TIMEOUT_S) -> None:
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.spec = spec

@@ -99,3 +99,8 @@ def test_a_program_that_never_closes_the_pool_still_exits(trained_model_dir):
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "少先队员应该为老人让座。"
+
+
+def test_a_process_that_does_not_start_in_time_is_stopped(trained_model_dir):
+    with pytest.raises(RuntimeError, match="did not start within"):
+        ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1, start_timeout=0.01)
