@@ -73,6 +73,16 @@ def test_a_process_that_dies_is_started_again(pool):
     assert pool._workers[0].process.pid != victim.pid
 
 
+def test_a_closed_pool_refuses_calls_instead_of_starting_processes_again(trained_model_dir):
+    pool = ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1)
+    process = pool._workers[0].process
+    pool.close()
+    assert not process.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.correct("少先队员因该为老人让坐。")
+    pool.close()  # twice is fine
+
+
 def test_a_model_that_cannot_load_stops_start_up_with_its_reason(tmp_path):
     with pytest.raises(Exception, match="missing"):
         ProcessCorrector(CorrectorSpec(str(tmp_path / "missing")), processes=1)
