@@ -123,8 +123,9 @@ class _Worker:
 
     def ready(self, timeout: float | None) -> dict:
         if not self.conn.poll(timeout):
+            self.process.kill()  # still loading: nothing to finish, and it reads no message until done
             self.stop()
-            raise RuntimeError(f"correction process did not start within {timeout:.0f} s")
+            raise RuntimeError(f"correction process did not start within {timeout:g} s")
         return self.receive()
 
     def send(self, texts: list[str], threshold: float | None) -> None:
