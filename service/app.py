@@ -35,12 +35,18 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 WARMUP_TEXT = "少先队员因该为老人让坐。"
 
 
+# The automatic number of correction processes stops here: each holds a model (~700 MB resident
+# with the shipped one), and a many-core machine is better served by more `--workers` as well.
+MAX_AUTO_PROCESSES = 4
+
+
 def correction_processes(settings: Settings) -> int:
-    """How many correction processes `settings` asks for (`Settings.processes`; None: auto)."""
+    """How many correction processes `settings` asks for (`Settings.processes`; None: auto, the
+    CPU cores per uvicorn worker, at most MAX_AUTO_PROCESSES, and 0 under two or off the CPU)."""
     if settings.processes is not None:
         return settings.processes
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    share = cores // settings.workers
+    share = min(cores // settings.workers, MAX_AUTO_PROCESSES)
     return share if settings.device == "cpu" and share >= 2 else 0
 
 

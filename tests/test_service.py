@@ -514,6 +514,9 @@ def test_correction_processes_default_to_the_cores_per_worker(monkeypatch):
     assert app_module.correction_processes(Settings(processes=3, workers=2)) == 3  # asked for
     monkeypatch.setattr(app_module.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert app_module.correction_processes(Settings()) == 0
+    monkeypatch.setattr(app_module.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert app_module.correction_processes(Settings()) == app_module.MAX_AUTO_PROCESSES  # a model each
+    assert app_module.correction_processes(Settings(workers=16)) == 4
 
 
 def test_service_with_correction_processes(trained_model_dir):
