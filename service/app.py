@@ -243,6 +243,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         app.state.model_name = corrector_name(instance)
         app.state.precision = getattr(instance, "precision", None)
         app.state.runtime = getattr(instance, "runtime", None)
+        app.state.processes = getattr(instance, "processes", 0)  # a ProcessCorrector's
         app.state.batcher = batcher
         metrics.model_info.labels(app.state.model_name or "", VERSION).set(1)
         log.info("model %s ready (%s, %s, batching=%s)", app.state.model_name, app.state.precision, app.state.runtime,
@@ -267,6 +268,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
     app.state.model_name = None
     app.state.precision = None
     app.state.runtime = None
+    app.state.processes = 0
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -76,6 +76,7 @@ async def health(request: Request) -> JSONResponse:
         model=request.app.state.model_name,
         precision=request.app.state.precision,
         runtime=request.app.state.runtime,
+        processes=request.app.state.processes,
         version=VERSION,
         batching=settings.batching,
         max_batch_size=settings.max_batch_size,

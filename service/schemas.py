@@ -104,6 +104,7 @@ class HealthResponse(BaseModel):
     model: str | None
     precision: str | None = None  # how the networks run: "int8", "bf16" or "fp32"
     runtime: str | None = None  # what runs their encoders: "onnxruntime" or "torch"
+    processes: int = 0  # correction processes holding the model (0: this process holds it)
     version: str
     batching: bool
     max_batch_size: int

@@ -276,6 +276,7 @@ def test_health(client):
     assert body["ready"] is True and body["status"] == "ok"
     assert body["model"] == "fake-corrector"
     assert body["version"] and body["batching"] is True
+    assert body["processes"] == 0  # a corrector passed in runs in this process
 
 
 def test_metrics_exposes_counts_latency_and_batch_sizes(client):
@@ -530,6 +531,7 @@ def test_service_with_correction_processes(trained_model_dir):
             assert pool.processes == 2 and pool.spec.config == {"traditional": "hk"}
             health = client.get("/health").json()
             assert health["ready"] is True and str(trained_model_dir) in health["model"]
+            assert health["processes"] == 2
             body = client.post("/correct", json={"texts": ["少先队员因该为老人让坐。", "今天天气很好。"] * 2}).json()
             assert [item["target"] for item in body] == ["少先队员应该为老人让座。", "今天天气很好。"] * 2
             processes = [w.process for w in pool._workers]
