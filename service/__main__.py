@@ -24,10 +24,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", help="model directory or hub id (default $CORRECTOR_MODEL or data/model)")
     p.add_argument("--device", help="torch device (default cpu)")
     p.add_argument("--workers", type=int, help="worker processes, each with its own model (default 1)")
-    p.add_argument("--threads", type=int, help="torch threads per worker (default 0: the cores divided among the workers, run as parallel batches)")
+    p.add_argument("--threads", type=int, help="with --processes 0: torch threads per worker (default 0: the cores divided among the workers, "
+                        "run as parallel batches)")
     p.add_argument("--processes", type=int,
                    help="correction processes per worker, each with its own model, sharing every micro-batch "
-                        "(0: correct in the worker process, on --threads)")
+                        "(default: the cores per worker, at most 4, if that is 2 or more on the CPU; 0: correct in "
+                        "the worker process, on --threads)")
     p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                    help="int8 networks (default on CPU: ~1.4x the throughput, same F1); --no-quantize for fp32, "
                         "exactly batch-independent results")

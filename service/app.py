@@ -246,8 +246,8 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         app.state.processes = getattr(instance, "processes", 0)  # a ProcessCorrector's
         app.state.batcher = batcher
         metrics.model_info.labels(app.state.model_name or "", VERSION).set(1)
-        log.info("model %s ready (%s, %s, batching=%s)", app.state.model_name, app.state.precision, app.state.runtime,
-                 settings.batching)
+        log.info("model %s ready (%s, %s, %s correction processes, batching=%s)", app.state.model_name,
+                 app.state.precision, app.state.runtime, app.state.processes or "no", settings.batching)
         try:
             yield
         finally:

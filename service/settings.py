@@ -39,9 +39,10 @@ class Settings(BaseSettings):
     threads: int = Field(0, ge=0)
     # Correction processes per worker (corrector/processes.py): each holds its own corrector on one
     # torch thread and takes a share of every micro-batch; 0: correct in the worker process itself,
-    # on the corrector's batch threads (`threads`). None: the CPU cores divided among the `workers`,
-    # at most 4 (a model each), where that makes two or more on the CPU, else 0. Processes do not share the GIL: a
-    # micro-batch of 8 sentences on 2 cores in 15.8 instead of 20.4 ms (docs/service.md).
+    # on the corrector's batch threads (`threads`). None: the CPU cores divided among the
+    # `workers`, at most 4 (a model each), where that makes two or more on the CPU, else 0.
+    # Processes do not share the GIL: a micro-batch of 8 sentences on 2 cores in 15.8 instead of
+    # 20.4 ms (docs/service.md).
     processes: int | None = Field(None, ge=0, le=64)
     # int8 networks (quantization.py). None: the library default, int8 on CPU (same F1, ~1.4x the
     # throughput; a text gets the same corrections in any micro-batch, its confidences within a
