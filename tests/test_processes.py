@@ -73,6 +73,23 @@ def test_a_process_that_dies_is_started_again(pool):
     assert pool._workers[0].process.pid != victim.pid
 
 
+def test_a_process_that_dies_during_a_call_fails_that_call_only(pool, monkeypatch):
+    victim = pool._workers[0]
+    send = victim.send
+
+    def send_then_die(texts, threshold):
+        send(texts, threshold)
+        os.kill(victim.process.pid, signal.SIGKILL)  # while it corrects its share
+
+    monkeypatch.setattr(victim, "send", send_then_die)
+    with pytest.raises(RuntimeError, match="exited"):
+        pool.correct_batch(["少先队员因该为老人让坐。"] * 6)
+    # The other process's answer was read too, so the next call gets its own results.
+    texts = ["今天天气很好。", "少先队员因该为老人让坐。", "北京是中国的首都。"]
+    assert [r.source for r in pool.correct_batch(texts)] == texts
+    assert pool._workers[0] is not victim
+
+
 def test_a_closed_pool_refuses_calls_instead_of_starting_processes_again(trained_model_dir):
     pool = ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1)
     process = pool._workers[0].process
