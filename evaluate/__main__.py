@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the corrector's int8 networks (default: on for CPU); --no-quantize for fp32",
     )
     parser.add_argument(
+        "--passes", type=int, choices=(1, 2), default=None,
+        help="the corrector's correction passes (default 2: texts with edits are corrected again next to them)",
+    )
+    parser.add_argument(
         "--runtime", choices=RUNTIMES, default="auto",
         help="what runs the corrector's int8 encoders (default auto: onnxruntime where installed)",
     )
@@ -198,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
     datasets = read_all(args.datasets, args.format, args.limit, errors)
     systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize,
-                                           runtime=args.runtime)
+                                           runtime=args.runtime, passes=args.passes)
     for name, message in system_errors.items():
         errors.append(f"system {name}: {message}")
         say(f"error: cannot build system {name}: {message}")

@@ -168,18 +168,30 @@ def calibrate(
     model: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Run `system` once per data set at threshold 0 and sweep; `.best.threshold` is the answer."""
+    """Run `system` once per data set at threshold 0 and sweep; `.best.threshold` is the answer.
+
+    A corrector with a second pass (`CorrectorConfig.passes`) runs one pass here: the sweep keeps
+    the edits at or above each threshold from one run, which is what one pass does at that
+    threshold, while a second pass would start from the first one's output at threshold 0."""
     named_results = {}
-    for name, examples in datasets.items():
-        results, _ = run_system(
-            system,
-            [e.source for e in examples],
-            batch_size=batch_size,
-            threshold=0.0,
-            progress=progress,
-            desc=f"{system_name} · {name} · sweep",
-        )
-        named_results[name] = (examples, results)
+    config = getattr(system, "config", None)
+    passes = getattr(config, "passes", 1)
+    try:
+        if passes != 1:
+            config.passes = 1
+        for name, examples in datasets.items():
+            results, _ = run_system(
+                system,
+                [e.source for e in examples],
+                batch_size=batch_size,
+                threshold=0.0,
+                progress=progress,
+                desc=f"{system_name} · {name} · sweep",
+            )
+            named_results[name] = (examples, results)
+    finally:
+        if passes != 1:
+            config.passes = passes
     return sweep_datasets(named_results, system_name, thresholds, metric, ignore_de, model)
 
 

@@ -123,8 +123,9 @@ class SystemFactory:
     """
 
     def __init__(self, model: str | None = None, device: str = "cpu", quantize: bool | None = None,
-                 runtime: str = "auto") -> None:
+                 runtime: str = "auto", passes: int | None = None) -> None:
         self.model = model
+        self.passes = passes  # the corrector's correction passes; None: its default
         self.device = device
         self.quantize = quantize  # the corrector's int8 networks; None: its default (int8 on CPU)
         self.runtime = runtime  # what runs the corrector's int8 encoders; "auto": onnxruntime where installed
@@ -148,9 +149,11 @@ class SystemFactory:
         if name == "identity":
             return NamedSystem("identity", IdentitySystem())
         if name == "corrector":
-            from corrector.pipeline import Corrector
+            from corrector.pipeline import Corrector, CorrectorConfig
 
-            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize, runtime=self.runtime)
+            config = CorrectorConfig() if self.passes is None else CorrectorConfig(passes=self.passes)
+            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize, runtime=self.runtime,
+                               config=config)
         elif name == "classic":
             from corrector.classic import ClassicCorrector
 
@@ -167,10 +170,10 @@ class SystemFactory:
 
 def build_systems(
     names: Sequence[str], model: str | None = None, device: str = "cpu", quantize: bool | None = None,
-    runtime: str = "auto",
+    runtime: str = "auto", passes: int | None = None,
 ) -> tuple[list[NamedSystem], dict[str, str]]:
     """The systems that could be built, and {name: error message} for those that could not."""
-    factory = SystemFactory(model=model, device=device, quantize=quantize, runtime=runtime)
+    factory = SystemFactory(model=model, device=device, quantize=quantize, runtime=runtime, passes=passes)
     systems, errors = [], {}
     for name in names:
         try:

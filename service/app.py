@@ -59,7 +59,8 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         from corrector.processes import CorrectorSpec, ProcessCorrector
 
         spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                             runtime=settings.runtime, config={"traditional": settings.traditional})
+                             runtime=settings.runtime, config={"traditional": settings.traditional,
+                                                                 "passes": settings.passes})
         return ProcessCorrector(spec, processes)
 
     import torch
@@ -72,7 +73,8 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                          runtime=settings.runtime, config=CorrectorConfig(traditional=settings.traditional))
+                          runtime=settings.runtime,
+                          config=CorrectorConfig(traditional=settings.traditional, passes=settings.passes))
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores

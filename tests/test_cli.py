@@ -145,3 +145,10 @@ def test_traditional_text_is_corrected_in_its_script(model, capsys):
     # --traditional off: the model reads the characters as written (the tiny model knows none of them)
     assert main(["--model", model, "--traditional", "off", "少先隊員因該為老人讓坐"]) == 0
     assert capsys.readouterr().out.splitlines()[0] != "少先隊員應該為老人讓座"
+
+
+def test_passes_option_reaches_the_corrector(tiny_model_dir):
+    from corrector.__main__ import build_corrector, parse_args
+
+    assert build_corrector(parse_args(["--model", str(tiny_model_dir), "x"])).config.passes == 2
+    assert build_corrector(parse_args(["--model", str(tiny_model_dir), "--passes", "1", "x"])).config.passes == 1

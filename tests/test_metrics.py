@@ -224,3 +224,24 @@ def test_calibration_file_round_trip(tmp_path):
     (tmp_path / "bad.json").write_text('{"threshold": 3}', encoding="utf-8")
     with pytest.raises(ValueError):
         read_calibration(tmp_path / "bad.json")
+
+
+def test_sweep_runs_a_two_pass_corrector_with_one_pass():
+    from types import SimpleNamespace
+
+    from corrector.datasets import Example
+    from corrector.result import Result
+    from evaluate.sweep import calibrate
+
+    class TwoPass:
+        config = SimpleNamespace(passes=2)
+        seen: list[int] = []
+
+        def correct_batch(self, texts, batch_size=32, threshold=None):
+            self.seen.append(self.config.passes)
+            return [Result.unchanged(t) for t in texts]
+
+    system = TwoPass()
+    calibrate(system, {"dev": [Example(source="因该", target="应该", id="1", line=1)]}, thresholds=[0.5])
+    assert system.seen and set(system.seen) == {1}  # the threshold-0 run models one pass
+    assert system.config.passes == 2  # and the system is given back as it was

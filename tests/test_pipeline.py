@@ -106,8 +106,9 @@ def trained(trained_model_dir, confusion) -> Corrector:
 
 @pytest.fixture(scope="session")
 def wild(tiny_model_dir, confusion) -> Corrector:
-    """Random weights, every CJK position flagged and every best candidate accepted."""
-    config = CorrectorConfig(max_edits_per_sentence=10_000)
+    """Random weights, every CJK position flagged and every best candidate accepted (one pass: a
+    second would edit the edits' neighbours again)."""
+    config = CorrectorConfig(max_edits_per_sentence=10_000, passes=1)
     return Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion, config=config)
 
 
@@ -371,7 +372,7 @@ def test_long_text_without_punctuation_uses_overlapping_windows(wild):
 
 def test_small_chunks_match_positions(tiny_model_dir, confusion):
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
-                          config=CorrectorConfig(max_positions=7, max_edits_per_sentence=10_000))
+                          config=CorrectorConfig(max_positions=7, max_edits_per_sentence=10_000, passes=1))
     result = corrector.correct(NASTY)
     assert_only_cjk_changed(NASTY, result)
     assert len(result.edits) == sum(map(is_cjk, NASTY))
@@ -379,7 +380,7 @@ def test_small_chunks_match_positions(tiny_model_dir, confusion):
 
 def test_max_edits_guard(tiny_model_dir, wild, confusion):
     limited = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
-                        max_edits_per_sentence=2)
+                        config=CorrectorConfig(max_edits_per_sentence=2, passes=1))
     text = "今天天气很好，我们一起去公园散步。他的作业做得很认真。\n北京是中国的首都"
     free, kept = wild.correct(text), limited.correct(text)
     sentences = [(0, 17), (17, 27), (28, len(text))]
@@ -501,7 +502,7 @@ def test_proper_nouns_are_protected(tiny_model_dir, wild, confusion):
     assert wild.scorer.weights["proper_noun"] < 0
 
     veto = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
-                     config=CorrectorConfig(veto_proper_nouns=True, max_edits_per_sentence=10_000))
+                     config=CorrectorConfig(veto_proper_nouns=True, max_edits_per_sentence=10_000, passes=1))
     edited = {e.position for e in veto.correct(text).edits}
     assert edited and not edited & nouns
 
@@ -573,7 +574,7 @@ def test_generator_input_comes_from_calibration_then_fine_tuning(trained, monkey
 
 
 def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, confusion):
-    config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", generator_groups=3)
+    config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", generator_groups=3, passes=1)
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
                           config=config)
     seen = []
@@ -685,3 +686,53 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
     expected = {item.offsets[i] for n, i in enumerate(index) if flag_scores[n] > 0.0}
     assert 0 < len(expected) < int((true_margins > 0.0).sum())  # the LM's evidence moved the flags
     assert {c.position for c in corrector.score_candidates([WRONG])} == expected
+
+
+# ---- the second pass ---------------------------------------------------------------------------
+
+
+def test_second_pass_may_only_change_the_given_offsets(wild):
+    text = "今天天气很好，我们一起去公园散步。"
+    everywhere = wild._correct_once([text], None, 0.0)[0]
+    assert len(everywhere.edits) > 4  # the wild model changes what it may ...
+    only = wild._correct_once([text], None, 0.0, only=[{3, 4}])[0]
+    assert only.edits and {e.position for e in only.edits} <= {3, 4}  # ... and here only these
+
+
+def test_two_passes_merge_into_edits_of_the_original_text(trained):
+    from corrector.result import Edit
+
+    # The second pass writes one first-pass edit back and fixes its neighbour.
+    merged = trained._merged("我也方再这样。", [Edit(3, "再", "在", 0.8, "pinyin")],
+                             [Edit(2, "方", "放", 0.9, "pinyin"), Edit(3, "在", "再", 0.7, "pinyin")])
+    assert merged.target == "我也放再这样。"
+    assert [(e.position, e.source, e.target) for e in merged.edits] == [(2, "方", "放")]
+    # A character changed twice: the original as source, the second pass's target and confidence.
+    merged = trained._merged("上次我作了车", [Edit(3, "作", "做", 0.5, "pinyin")], [Edit(3, "做", "坐", 0.8, "pinyin")])
+    assert [(e.position, e.source, e.target, e.confidence) for e in merged.edits] == [(3, "作", "坐", 0.8)]
+    # The max-edits guard counts both passes' edits.
+    first = [Edit(k, ch, "应", 0.9 - k / 100, "other") for k, ch in enumerate("今天天气")]
+    merged = trained._merged("今天天气很好", first, [Edit(4, "很", "狠", 0.99, "pinyin")])
+    assert len(merged.edits) == trained.config.max_edits_per_sentence == 4
+    assert 4 in {e.position for e in merged.edits}  # the most confident ones stay
+
+
+def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
+    calls = []
+    once = trained._correct_once
+
+    def spy(texts, *args, **kwargs):
+        calls.append((list(texts), kwargs.get("only") if len(args) < 3 else args[2]))
+        return once(texts, *args, **kwargs)
+
+    monkeypatch.setattr(trained, "_correct_once", spy)
+    texts = ["今天天气很好。", "少先队员因该为老人让坐。"]
+    results = trained.correct_batch(texts)
+    assert [r.target for r in results] == ["今天天气很好。", "少先队员应该为老人让座。"]
+    assert trained.config.passes == 2  # the library default
+    assert len(calls) == 2 and calls[1][0] == ["少先队员应该为老人让座。"]
+    edited = {e.position for e in results[1].edits}
+    assert calls[1][1] == [{p + d for p in edited for d in (-1, 0, 1)}]
+    monkeypatch.setattr(trained.config, "passes", 3)
+    with pytest.raises(ValueError, match="passes"):
+        trained.correct("今天")

@@ -528,7 +528,7 @@ def test_service_with_correction_processes(trained_model_dir):
     try:
         with TestClient(app) as client:
             pool = app.state.batcher.corrector
-            assert pool.processes == 2 and pool.spec.config == {"traditional": "hk"}
+            assert pool.processes == 2 and pool.spec.config == {"traditional": "hk", "passes": 1}
             health = client.get("/health").json()
             assert health["ready"] is True and str(trained_model_dir) in health["model"]
             assert health["processes"] == 2
@@ -574,6 +574,9 @@ def test_traditional_setting_reaches_the_corrector(tiny_model_dir, monkeypatch):
         assert load_corrector(Settings(model=str(tiny_model_dir), processes=0)).script.variant == "tw"
         assert load_corrector(Settings(model=str(tiny_model_dir), traditional="hk", processes=0)).script.variant == "hk"
         assert load_corrector(Settings(model=str(tiny_model_dir), traditional="off", processes=0)).script is None
+        # One correction pass by default here (latency); the library's default is two.
+        assert load_corrector(Settings(model=str(tiny_model_dir), processes=0)).config.passes == 1
+        assert load_corrector(Settings(model=str(tiny_model_dir), processes=0, passes=2)).config.passes == 2
     finally:
         torch.set_num_threads(threads)
     monkeypatch.setenv("CSC_SERVICE_TRADITIONAL", "jp")

@@ -196,7 +196,9 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
                                          "generator_flag_lm_weight": weight, "context_flag_rate": rate},
                          detection_threshold=detection_threshold,
-                         config=CorrectorConfig(generator_input=corrector.generator_input))
+                         # One pass: edit thresholds are swept from one run at threshold 0, which
+                         # models the first pass only (the second one's input depends on the threshold).
+                         config=CorrectorConfig(generator_input=corrector.generator_input, passes=1))
 
     results = []
     for detection_threshold in detection_grid:
