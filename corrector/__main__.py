@@ -42,9 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--detection-threshold", type=float, help="discriminator probability that flags a character")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-edits", type=int, default=None, help="most edits per sentence (default 4)")
-    parser.add_argument("--passes", type=int, choices=(1, 2), default=2,
-                        help="2 (default): texts with edits are corrected again next to their edits; 1: one pass, "
-                             "about half the time for such texts")
+    parser.add_argument("--passes", type=int, choices=(1, 2), default=None,
+                        help="2 (default, CorrectorConfig.passes): texts with edits are corrected again next to "
+                             "their edits; 1: one pass, about half the time for such texts")
     parser.add_argument("--whitelist", help="file of terms never to change, one per line")
     parser.add_argument("--confusion", help="file of extra confusion pairs: 'a b' or 'a:bcd' per line")
     parser.add_argument("--traditional", choices=TRADITIONAL_CHOICES, default="tw",
@@ -114,7 +114,7 @@ def build_corrector(args: argparse.Namespace):
         batch_size=args.batch_size,
         max_edits_per_sentence=args.max_edits if args.max_edits is not None else DEFAULT_MAX_EDITS,
         traditional=args.traditional,
-        passes=args.passes,
+        **({"passes": args.passes} if args.passes is not None else {}),
     )
     return Corrector(
         bundle,

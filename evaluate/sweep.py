@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,17 +169,10 @@ def calibrate(
     model: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Run `system` once per data set at threshold 0 and sweep; `.best.threshold` is the answer.
-
-    A corrector with a second pass (`CorrectorConfig.passes`) runs one pass here: the sweep keeps
-    the edits at or above each threshold from one run, which is what one pass does at that
-    threshold, while a second pass would start from the first one's output at threshold 0."""
+    """Run `system` once per data set at threshold 0 (one pass: `one_pass`) and sweep;
+    `.best.threshold` is the answer."""
     named_results = {}
-    config = getattr(system, "config", None)
-    passes = getattr(config, "passes", 1)
-    try:
-        if passes != 1:
-            config.passes = 1
+    with one_pass(system):
         for name, examples in datasets.items():
             results, _ = run_system(
                 system,
@@ -189,10 +183,25 @@ def calibrate(
                 desc=f"{system_name} · {name} · sweep",
             )
             named_results[name] = (examples, results)
-    finally:
-        if passes != 1:
-            config.passes = passes
     return sweep_datasets(named_results, system_name, thresholds, metric, ignore_de, model)
+
+
+@contextmanager
+def one_pass(system) -> Iterator[None]:
+    """A corrector with a second pass (`CorrectorConfig.passes`) runs one pass inside: a sweep
+    keeps the edits at or above each threshold from one run at threshold 0, which is what one pass
+    does at that threshold, while a second pass would start from the first one's output at 0.
+    Not while another thread uses `system`."""
+    config = getattr(system, "config", None)
+    passes = getattr(config, "passes", 1)
+    if passes == 1:
+        yield
+        return
+    config.passes = 1
+    try:
+        yield
+    finally:
+        config.passes = passes
 
 
 def write_calibration(path: str | Path, result: SweepResult) -> Path:

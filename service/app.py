@@ -52,6 +52,7 @@ def correction_processes(settings: Settings) -> int:
 
 def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     """The real corrector for `settings.model` (None: the library's default model)."""
+    options = {"traditional": settings.traditional, "passes": settings.passes}  # CorrectorConfig fields
     processes = correction_processes(settings)
     if processes:
         # The model lives in the correction processes only: this process parses, batches and
@@ -59,8 +60,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         from corrector.processes import CorrectorSpec, ProcessCorrector
 
         spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
-                             runtime=settings.runtime, config={"traditional": settings.traditional,
-                                                                 "passes": settings.passes})
+                             runtime=settings.runtime, config=options)
         return ProcessCorrector(spec, processes)
 
     import torch
@@ -74,7 +74,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
                           runtime=settings.runtime,
-                          config=CorrectorConfig(traditional=settings.traditional, passes=settings.passes))
+                          config=CorrectorConfig(**options))
     # The corrector's batch workers now hold their threads (2 cores: two workers of one). Every
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores

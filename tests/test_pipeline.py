@@ -733,6 +733,5 @@ def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     assert len(calls) == 2 and calls[1][0] == ["少先队员应该为老人让座。"]
     edited = {e.position for e in results[1].edits}
     assert calls[1][1] == [{p + d for p in edited for d in (-1, 0, 1)}]
-    monkeypatch.setattr(trained.config, "passes", 3)
     with pytest.raises(ValueError, match="passes"):
-        trained.correct("今天")
+        Corrector(trained.bundle, config=CorrectorConfig(passes=3))

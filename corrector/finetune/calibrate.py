@@ -196,9 +196,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
                                          "generator_flag_lm_weight": weight, "context_flag_rate": rate},
                          detection_threshold=detection_threshold,
-                         # One pass: edit thresholds are swept from one run at threshold 0, which
-                         # models the first pass only (the second one's input depends on the threshold).
-                         config=CorrectorConfig(generator_input=corrector.generator_input, passes=1))
+                         config=CorrectorConfig(generator_input=corrector.generator_input))
 
     results = []
     for detection_threshold in detection_grid:
@@ -272,7 +270,7 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
     config)` builds the corrector to run. One pipeline run over dev per way: both halves are
     swept from it. None when a half's candidates are all gold or all wrong."""
     from evaluate.runner import run_system
-    from evaluate.sweep import best_point, sweep
+    from evaluate.sweep import best_point, one_pass, sweep
 
     halves = [[i for i in range(len(examples)) if i % 2 == half] for half in (0, 1)]
     scores = []
@@ -282,7 +280,8 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
         if not any(half_labels) or all(half_labels):
             return None
         trial = make_trial(Scorer.fit([candidates[k].features for k in picked], half_labels, **fit_options))
-        results, _ = run_system(trial, [e.source for e in examples], batch_size=batch_size, threshold=0.0)
+        with one_pass(trial):  # swept below, as `evaluate.sweep.calibrate` does
+            results, _ = run_system(trial, [e.source for e in examples], batch_size=batch_size, threshold=0.0)
         fit, test = ([examples[i] for i in halves[h]] for h in (fit_half, test_half))
         fit_results, test_results = ([results[i] for i in halves[h]] for h in (fit_half, test_half))
         tuned = best_point(sweep(fit, fit_results, EDIT_THRESHOLDS)).threshold
