@@ -537,8 +537,10 @@ class HeldOut:
     the training pairs — the n-gram LM, the error pairs in context — and calibrates the scorer to
     trust those features more than text it has never seen deserves."""
 
-    def __init__(self, exclude: Iterable[str | Path] = (), shared_span: int = 8) -> None:
-        self.pairs = {(e.source, e.target) for spec in exclude for e in read_dataset(spec).examples}
+    def __init__(self, exclude: Iterable[str | Path] = (), shared_span: int = 8,
+                 pairs: Iterable[tuple[str, str]] = ()) -> None:
+        """`pairs`: (source, target) pairs held out beside those of the data sets `exclude`."""
+        self.pairs = {(e.source, e.target) for spec in exclude for e in read_dataset(spec).examples} | set(pairs)
         self.targets = {target for _, target in self.pairs}
         self.shared_span = shared_span
         self._spans = {t[i:i + shared_span] for t in self.targets for i in range(len(t) - shared_span + 1)
@@ -553,11 +555,12 @@ class HeldOut:
         return text in self.targets or any(text[i:i + n] in self._spans for i in range(len(text) - n + 1))
 
 
-def correct_sides(specs: Iterable[str | Path], exclude: Iterable[str | Path] = (), shared_span: int = 8) -> list[str]:
+def correct_sides(specs: Iterable[str | Path], exclude: Iterable[str | Path] = (), shared_span: int = 8,
+                  held_out: HeldOut | None = None) -> list[str]:
     """The correct side of every pair of the data sets `specs`, each distinct sentence once, for
     counting as in-domain text (the n-gram LM: `pretrain ngram --pairs`), without the pairs of
-    `exclude` or any sentence that overlaps them (`HeldOut`)."""
-    held_out = HeldOut(exclude, shared_span)
+    `exclude` or any sentence that overlaps them (`HeldOut`; or the given `held_out`)."""
+    held_out = held_out or HeldOut(exclude, shared_span)
     seen: set[str] = set()
     sides = []
     for spec in specs:
@@ -569,3 +572,22 @@ def correct_sides(specs: Iterable[str | Path], exclude: Iterable[str | Path] = (
             if not held_out.overlaps(target):
                 sides.append(target)
     return sides
+
+
+def training_pairs(specs: Iterable[str | Path], held_out: HeldOut) -> tuple[list[tuple[str, str]], int]:
+    """The distinct same-length (source, target) pairs of the data sets `specs` (a file named
+    twice, for upsampling, counts once) that `held_out` leaves in, and how many overlapping it
+    were left out."""
+    seen: set[tuple[str, str]] = set()
+    pairs, overlapping = [], 0
+    for spec in specs:
+        for example in read_dataset(spec).same_length_examples:
+            key = (example.source, example.target)
+            if key in held_out.pairs or key in seen:
+                continue
+            seen.add(key)
+            if held_out.overlaps(example.target):
+                overlapping += 1
+                continue
+            pairs.append(key)
+    return pairs, overlapping

@@ -620,7 +620,7 @@ class Corrector:
                 context = bundle.error_pairs.context_count_array(list(zip(site_texts, offsets, strict=True)),
                                                                  cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
-        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context)
+        x = self.scorer.with_prior(self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context))
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
         rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
@@ -829,6 +829,7 @@ class Corrector:
             "word_size": cands.word_size,
             "ctx_log_count": ctx_log_count,
             "ctx_log_rate": ctx_log_rate,
+            "prior": np.zeros(len(cands)),  # the scorer's prior network fills it (Scorer.with_prior)
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return torch.from_numpy(matrix.astype(np.float32))

@@ -88,9 +88,15 @@ FEATURES: tuple[str, ...] = (
     "word_size",
     "ctx_log_count",
     "ctx_log_rate",
+    "prior",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
+PRIOR_COLUMN = FEATURE_INDEX["prior"]
 WORD_FEATURES = ("word_gain", "word_size")  # non-zero only for word candidates (homophones.py)
+# Read from the discriminator and generator: the features a model's own training pairs flatter.
+NETWORK_FEATURES = ("gen_logprob", "orig_logprob", "gen_top1", "detect_prob", "recheck_prob")
+# What the prior network reads (Scorer.prior): the evidence counted from text and confusion sets.
+PRIOR_INPUTS = tuple(f for f in FEATURES if f not in {"bias", "prior", *NETWORK_FEATURES, *WORD_FEATURES})
 
 # Hand-set so that an untrained-scorer model behaves sensibly: a confident generator, a change
 # the discriminator likes better, a confusion relation and a real word must add up before an
@@ -118,6 +124,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "word_size": 0.0,
     "ctx_log_count": 0.0,  # only meaningful once fitted with the model's own table
     "ctx_log_rate": 0.0,
+    "prior": 0.0,  # computed by a fitted scorer's `prior` network, 0 without one
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined
@@ -130,6 +137,13 @@ class Scorer:
     threshold: float = DEFAULT_THRESHOLD
     detection_threshold: float = DEFAULT_DETECTION_THRESHOLD
     mlp: dict | None = None  # {"inputs", "mean", "std", "w1", "b1", "w2", "b2"}; replaces `weights`
+    # A network of the same form over features that do not come from the networks (LM, error
+    # pairs, confusion relations), fitted on the real training pairs with the LM and error pairs
+    # counted without them (out of fold); its logit is the feature "prior". Why: the scorer
+    # proper can only be fitted on the 1,050-sentence dev split, because the discriminator and
+    # generator memorised the training pairs; the evidence they do not touch can learn from ten
+    # times as many real errors.
+    prior: dict | None = None
     # A character the discriminator leaves below `detection_threshold` is examined too when the
     # generator ("source" input) gives a character of its confusion set a logit this much above
     # the written one's (candidates.GeneratorPass.confusion_margins); None: the discriminator alone.
@@ -148,24 +162,32 @@ class Scorer:
         unknown = set(self.weights) - set(FEATURES)
         if self.mlp is not None:
             unknown |= set(self.mlp["inputs"]) - set(FEATURES)
+        if self.prior is not None:
+            unknown |= set(self.prior["inputs"]) - set(FEATURES)
+            if "prior" in self.prior["inputs"]:
+                raise ValueError("the scorer's prior network cannot read its own output")
         if unknown:
             raise ValueError(f"scorer weights name unknown features: {sorted(unknown)}")
         # Missing weights are 0: an old scorer.json keeps working when a feature is added.
         self.vector = torch.tensor([float(self.weights.get(name, 0.0)) for name in FEATURES])
-        if self.mlp is not None:
-            m = self.mlp
-            self._inputs = torch.tensor([FEATURE_INDEX[name] for name in m["inputs"]], dtype=torch.long)
-            self._mean, self._std = torch.tensor(m["mean"]), torch.tensor(m["std"])
-            self._w1, self._b1 = torch.tensor(m["w1"]), torch.tensor(m["b1"])
-            self._w2, self._b2 = torch.tensor(m["w2"]), float(m["b2"])
-            if self._w1.shape != (len(self._b1), len(m["inputs"])) or self._w2.shape != self._b1.shape:
-                raise ValueError("scorer mlp: layer shapes do not match its inputs")
+        self._mlp = _Network(self.mlp, "mlp") if self.mlp is not None else None
+        self._prior = _Network(self.prior, "prior") if self.prior is not None else None
 
     def uses(self, feature: str) -> bool:
         """Whether the score depends on `feature` (the pipeline skips work for unused ones)."""
+        if self._prior is not None and feature in self.prior["inputs"] and self.uses("prior"):
+            return True
         if self.mlp is not None:
             return feature in self.mlp["inputs"]
         return self.weights.get(feature, 0.0) != 0.0
+
+    def with_prior(self, features: torch.Tensor) -> torch.Tensor:
+        """`features` with the "prior" column filled by the prior network (as they are without one)."""
+        if self._prior is None:
+            return features
+        x = features.clone()
+        x[:, PRIOR_COLUMN] = self._prior.logits(x.float()).to(x.dtype)
+        return x
 
     @classmethod
     def from_config(cls, config: Mapping | None) -> Scorer:
@@ -179,6 +201,7 @@ class Scorer:
             threshold=float(config.get("threshold", DEFAULT_THRESHOLD)),
             detection_threshold=float(config.get("detection_threshold", DEFAULT_DETECTION_THRESHOLD)),
             mlp=config.get("mlp"),
+            prior=config.get("prior"),
             generator_flag_margin=None if config.get("generator_flag_margin") is None
             else float(config["generator_flag_margin"]),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
@@ -201,15 +224,16 @@ class Scorer:
             config["context_flag_rate"] = self.context_flag_rate
         if self.mlp is not None:
             config["mlp"] = self.mlp
+        if self.prior is not None:
+            config["prior"] = self.prior
         return config
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """The score before the sigmoid for a (N, len(FEATURES)) tensor."""
-        x = features.float()
-        if self.mlp is None:
+        x = self.with_prior(features.float())
+        if self._mlp is None:
             return x @ self.vector
-        z = (x[:, self._inputs] - self._mean) / self._std
-        return torch.tanh(z @ self._w1.T + self._b1) @ self._w2 + self._b2
+        return self._mlp.logits(x)
 
     def confidence(self, features: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(features))
@@ -270,10 +294,13 @@ class Scorer:
         if x.shape[0] != y.shape[0] or x.shape[0] == 0:
             raise ValueError(f"need as many labels as feature rows, got {x.shape[0]} rows and {y.shape[0]} labels")
         base_scorer = cls.from_config(base)
+        x = base_scorer.with_prior(x)  # the fit reads the prior network's output as one input
         if members < 1:
             raise ValueError(f"members must be at least 1, got {members}")
         if hidden > 0:
             names = list(inputs or [f for f in FEATURES if f != "bias"])
+            if base_scorer.prior is None:  # a column of zeros now; it must not read a prior added later
+                names = [name for name in names if name != "prior"]
             mlp = _average([_fit_mlp(x, y, names, hidden, l2 / 100, max_iter, seed + m) for m in range(members)])
             # Thresholds and flag settings are kept from `base`; only the scoring is new.
             return replace(base_scorer, weights={}, mlp=mlp).to_config()
@@ -300,6 +327,36 @@ class Scorer:
         raw[FEATURE_INDEX["bias"]] -= float((w.detach() * mean / std).sum())
         weights = {name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)}
         return replace(base_scorer, weights=weights, mlp=None).to_config()
+
+
+def fit_prior(features, labels, inputs: Sequence[str] = PRIOR_INPUTS, hidden: int = 16, l2: float = 1e-2,
+              max_iter: int = 200, seed: int = 0) -> dict:
+    """The prior network (`Scorer.prior`): the scorer network's form, fitted on candidates of
+    the real training pairs whose counted evidence (n-gram LM, error pairs) was counted without
+    them (`finetune prior`); weight decay `l2` / 100 as in `Scorer.fit`."""
+    x = feature_matrix(features)
+    y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)
+    if x.shape[0] != y.shape[0] or not 0 < float(y.sum()) < len(y):
+        raise ValueError("the prior network needs as many labels as candidates, some gold and some not")
+    if set(inputs) & {"prior", *NETWORK_FEATURES}:
+        raise ValueError(f"the prior network reads no network outputs: {sorted(set(inputs) & {'prior', *NETWORK_FEATURES})}")
+    return _fit_mlp(x, y, list(inputs), hidden, l2 / 100, max_iter, seed)
+
+
+class _Network:
+    """A one-hidden-layer scoring network (`Scorer.mlp`, `Scorer.prior`) as tensors."""
+
+    def __init__(self, config: Mapping, name: str) -> None:
+        self.inputs = torch.tensor([FEATURE_INDEX[n] for n in config["inputs"]], dtype=torch.long)
+        self.mean, self.std = torch.tensor(config["mean"]), torch.tensor(config["std"])
+        self.w1, self.b1 = torch.tensor(config["w1"]), torch.tensor(config["b1"])
+        self.w2, self.b2 = torch.tensor(config["w2"]), float(config["b2"])
+        if self.w1.shape != (len(self.b1), len(config["inputs"])) or self.w2.shape != self.b1.shape:
+            raise ValueError(f"scorer {name}: layer shapes do not match its inputs")
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        z = (x[:, self.inputs] - self.mean) / self.std
+        return torch.tanh(z @ self.w1.T + self.b1) @ self.w2 + self.b2
 
 
 def _fit_mlp(x: torch.Tensor, y: torch.Tensor, inputs: list[str], hidden: int, weight_decay: float,

@@ -79,6 +79,12 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
 # Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"
 
+# The scorer's prior network: the LM's, error pairs' and confusion sets' evidence fitted on the real
+# training pairs, each half counted without the other (the networks memorised these pairs, so the
+# scorer proper is fitted on the dev split alone). calibrate keeps it and reads its output.
+python -m corrector.finetune prior --model "$RUNS/finetune" --train "${REAL_TRAIN[@]}" \
+  --exclude "$RUNS/finetune/dev.tsv" --corpus "$SHARED/corpus" --order "$NGRAM_ORDER"
+
 # Scorer network (16 tanh units) and thresholds fitted on the dev split (the detection grid the shipped
 # scorer was calibrated on since session 20; margins and LM weights: the defaults).
 python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0.01 0.02 0.05

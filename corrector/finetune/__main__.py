@@ -1,4 +1,4 @@
-"""`python -m corrector.finetune {synth,train,pairs,calibrate,ship}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,ship}` — spelling-correction fine-tuning.
 
 Examples:
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
@@ -6,6 +6,8 @@ Examples:
         --train runs/synth.tsv ../shared/data/csc/sighan/train2015.tsv … --dev-from ../shared/data/csc/sighan/train2015.tsv …
     python -m corrector.finetune pairs --train ../shared/data/csc/sighan/train2015.tsv … \
         --exclude runs/finetune/dev.tsv --output runs/finetune
+    python -m corrector.finetune prior --model runs/finetune --train ../shared/data/csc/sighan/train2015.tsv … \
+        --exclude runs/finetune/dev.tsv --corpus ../shared/data/corpus
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
     python -m corrector.finetune ship --model runs/finetune --output data/model
 """
@@ -85,6 +87,21 @@ def main(argv: list[str] | None = None) -> int:
                             "on this project's dev split the pairs' evidence was worth more than their leak)")
     pairs.add_argument("--output", required=True, help="model directory (or .json path) to write error_pairs.json to")
 
+    prior = commands.add_parser("prior", help="fit the scorer's prior network on the training pairs out of fold "
+                                              "(n-gram LM and error pairs counted without each fold); run calibrate after")
+    prior.add_argument("--model", required=True, help="fine-tuned model directory with ngram.safetensors and error_pairs.json")
+    prior.add_argument("--train", nargs="+", required=True, help="the real training pairs the model's tables count")
+    prior.add_argument("--exclude", nargs="+", required=True, help="the calibration dev split (left out with its overlaps)")
+    prior.add_argument("--corpus", nargs="+", required=True, help="the corpus the model's n-gram LM was counted from")
+    prior.add_argument("--folds", type=int, default=2, help="folds of the training pairs (default: 2)")
+    prior.add_argument("--shared-span", type=int, default=8,
+                       help="pairs sharing a run of this many characters go to one fold (default: 8)")
+    prior.add_argument("--order", type=int, default=None, help="n-gram order (default: the model's LM's)")
+    prior.add_argument("--pairs-weight", type=int, default=3, help="times each correct side is counted (default: 3)")
+    prior.add_argument("--hidden", type=int, default=16, help="hidden units of the prior network (default: 16)")
+    prior.add_argument("--seed", type=int, default=0, help="fold shuffle and network initialisation (default: 0)")
+    prior.add_argument("--batch-size", type=int, default=32)
+
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
@@ -129,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
             return run_synth(args)
         if args.command == "pairs":
             return run_pairs(args)
+        if args.command == "prior":
+            from .prior import fit_prior_network
+
+            fit_prior_network(args.model, args.train, args.exclude, args.corpus, folds=args.folds,
+                              shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
+                              hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
+            return 0
         if args.command == "train":
             from .train import train as run_training
 
@@ -180,22 +204,11 @@ def run_ship(args: argparse.Namespace) -> int:
 def run_pairs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..datasets import HeldOut, read_dataset
+    from ..datasets import HeldOut, training_pairs
     from ..error_pairs import FILENAME, ErrorPairs
 
     held_out = HeldOut(args.exclude, args.shared_span)
-    seen: set[tuple[str, str]] = set()  # a file named twice (upsampling) is counted once
-    pairs, overlapping = [], 0
-    for path in args.train:
-        for example in read_dataset(path).same_length_examples:
-            key = (example.source, example.target)
-            if key in held_out.pairs or key in seen:
-                continue
-            seen.add(key)
-            if held_out.overlaps(example.target):
-                overlapping += 1
-                continue
-            pairs.append(key)
+    pairs, overlapping = training_pairs(args.train, held_out)
     if not pairs:
         raise ValueError(f"no usable training pairs in {args.train}")
     table = ErrorPairs.count(pairs, sources=[Path(p).name for p in dict.fromkeys(args.train)])

@@ -165,31 +165,22 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     rates = sorted({r for r in context_rate_grid if r is not None})
     if bundle.error_pairs is None or not bundle.error_pairs.context_counts:
         context_rate_grid, rates = [None], []
-    candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=fit_detection_threshold)
-
-    def add_flagged_by(flag_settings: dict) -> None:
-        """Fit on the positions another flag rule examines too (those not examined yet)."""
-        flagger = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None, **flag_settings},
-                            config=fit_config)
-        seen = {(c.text_index, c.position) for c in candidates}
-        candidates.extend(c for c in flagger.score_candidates(sources, batch_size=batch_size,
-                                                              detection_threshold=fit_detection_threshold)
-                          if (c.text_index, c.position) not in seen)
-
-    if weights[-1] > 0:  # the LM's evidence flags characters the lowest margin alone does not
-        add_flagged_by({"generator_flag_lm_weight": weights[-1]})
-    if rates:  # so do the training data's corrections in context
-        add_flagged_by({"context_flag_rate": rates[0]})
+    candidates = flagged_candidates(bundle, sources, fit_config, margins[0] if margins else None,
+                                    weights[-1], rates[0] if rates else None, fit_detection_threshold, batch_size)
     labels = candidate_labels(candidates, sources, targets)
     log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold corrections among them")
+    # A prior network (`python -m corrector.finetune prior`) is kept, and the fit reads its output.
+    prior = bundle.scorer_config.get("prior")
+    if prior:
+        log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
     fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
-                       members=members if hidden else 1)
+                       members=members if hidden else 1, base={"prior": prior} if prior else None)
     if any(labels) and not all(labels):
         config = Scorer.fit([c.features for c in candidates], labels, **fit_options)
     else:  # nothing to learn from (a weak model or a tiny dev set): keep the hand-set weights
         log("dev candidates are all gold or all wrong: keeping the default scorer weights")
-        config = Scorer().to_config()
+        config = Scorer(prior=prior).to_config()
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
                    rate: float | None) -> Corrector:
@@ -262,6 +253,23 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
         f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
+
+
+def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, margin: float | None, lm_weight: float,
+                       context_rate: float | None, detection_threshold: float, batch_size: int = 32) -> list:
+    """The candidates a scorer is fitted on: those at the positions the discriminator flags at
+    `detection_threshold` or the generator margin `margin` flags, then those that only the
+    n-gram LM's evidence (`lm_weight` > 0) and only the context flags (`context_rate`) add."""
+    corrector = Corrector(bundle, scorer={"generator_flag_margin": margin}, config=config)
+    candidates = corrector.score_candidates(sources, batch_size=batch_size, detection_threshold=detection_threshold)
+    for flag_settings in ([{"generator_flag_lm_weight": lm_weight}] if lm_weight > 0 else []) + (
+            [{"context_flag_rate": context_rate}] if context_rate is not None else []):
+        flagger = Corrector(bundle, scorer={"generator_flag_margin": margin, **flag_settings}, config=config)
+        seen = {(c.text_index, c.position) for c in candidates}
+        candidates.extend(c for c in flagger.score_candidates(sources, batch_size=batch_size,
+                                                              detection_threshold=detection_threshold)
+                          if (c.text_index, c.position) not in seen)
+    return candidates
 
 
 def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int) -> float | None:

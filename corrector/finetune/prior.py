@@ -1,0 +1,129 @@
+"""The scorer's prior network, fitted on the real training pairs out of fold (`finetune prior`).
+
+Why: the scorer network can only be fitted on the calibration dev split (~1,000 sentences,
+~900 gold candidates), because the discriminator and generator were fine-tuned on every other
+real pair and have memorised them (session 27: the discriminator's average precision at the
+errors is 0.72 on training sentences against 0.42 on dev). The evidence the networks do not
+touch — the n-gram LM's gains, the error pairs and their contexts, the confusion relations —
+can learn from ten times as many real errors, if it is counted without the sentences it is
+fitted on. So:
+
+1. The training pairs, less the dev split and every pair sharing a `shared_span`-character run
+   with it, are cut into `folds` folds; pairs whose correct sides share such a run go to the same
+   fold (CSC sets repeat a sentence with other errors written into it).
+2. For each fold, the n-gram LM (the corpus plus the other folds' correct sides, as `pretrain
+   ngram --pairs` counts them) and the error-pair table (the other folds) are counted again
+   without it, and the model's networks propose candidates for the fold's sentences with those
+   tables and the flag rules `calibrate` fits on.
+3. One network of the scorer's form over `PRIOR_INPUTS` is fitted on all folds' candidates and
+   stored as `prior` in the model's scorer.json. `calibrate` keeps it and fits the scorer on its
+   output (the feature "prior") beside the other features: run it afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from ..datasets import HeldOut, correct_sides, training_pairs
+from ..error_pairs import ErrorPairs
+from ..models import SCORER_FILE, load_model
+from ..ngram import NgramLM
+from ..pipeline import CorrectorConfig
+from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
+from ..scoring import feature_matrix, fit_prior
+from .calibrate import candidate_labels, flagged_candidates
+
+
+def fold_of_pairs(pairs: Sequence[tuple[str, str]], folds: int, shared_span: int = 8, seed: int = 0) -> list[int]:
+    """A fold for each pair: pairs whose correct sides share a `shared_span`-character run (or are
+    equal) are in one group, and the groups, shuffled with `seed`, fill the smallest fold first."""
+    if folds < 2:
+        raise ValueError(f"need at least 2 folds, got {folds}")
+    parent = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, (_, target) in enumerate(pairs):
+        for start in range(max(1, len(target) - shared_span + 1)):
+            span = target[start:start + shared_span]
+            if span in first:
+                parent[root(i)] = root(first[span])
+            else:
+                first[span] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(pairs)):
+        groups.setdefault(root(i), []).append(i)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    fold, sizes = [0] * len(pairs), [0] * folds
+    for key in order:
+        smallest = sizes.index(min(sizes))
+        for i in groups[key]:
+            fold[i] = smallest
+        sizes[smallest] += len(groups[key])
+    return fold
+
+
+def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclude: Sequence[str | Path],
+                      corpus: Sequence[str | Path], folds: int = 2, shared_span: int = 8, order: int | None = None,
+                      pairs_weight: int = 3, min_count: int = 2, min_char_count: int = 2,
+                      detection_threshold: float = 0.01, margin: float | None = -0.5, lm_weight: float = 0.5,
+                      context_rate: float | None = 0.5, hidden: int = 16, seed: int = 0, batch_size: int = 32,
+                      log=print) -> dict:
+    """Steps 1-3 above; writes `prior` (and how it was fitted) into MODEL/scorer.json and returns
+    the prior network. `order`: the n-gram order (default: the model's LM's). The flag settings
+    default to the candidates `calibrate` fits on with its default grids."""
+    bundle = load_model(str(model_dir))
+    if bundle.ngram is None or bundle.error_pairs is None:
+        raise ValueError(f"{model_dir} has no n-gram LM or no error pairs: the prior network reads their evidence")
+    order = order or bundle.ngram.order
+    pool, _ = training_pairs(train, HeldOut(exclude, shared_span))
+    if len(pool) < folds:
+        raise ValueError(f"{len(pool)} training pairs left after excluding {list(map(str, exclude))}: too few to fold")
+    fold = fold_of_pairs(pool, folds, shared_span, seed)
+    stats = CorpusStats()
+    lines = list(iter_lines(list_corpus_files(corpus), stats))
+    log(f"{len(pool)} training pairs in {folds} folds of {[fold.count(k) for k in range(folds)]}; "
+        f"corpus: {stats.files} files, {len(lines)} lines")
+    config = CorrectorConfig(recheck_top=0)
+    matrices, labels = [], []
+    for k in range(folds):
+        held_pairs = [pair for pair, f in zip(pool, fold, strict=True) if f == k]
+        held_out = HeldOut(exclude, shared_span, pairs=held_pairs)
+        sides = correct_sides(train, held_out=held_out)
+        ngram = NgramLM.count(lines + sides * pairs_weight, order=order, min_char_count=min_char_count,
+                              min_count=min_count)
+        kept, _ = training_pairs(train, held_out)
+        table = ErrorPairs.count(kept, sources=[Path(p).name for p in dict.fromkeys(map(str, train))])
+        sources, targets = [s for s, _ in held_pairs], [t for _, t in held_pairs]
+        candidates = flagged_candidates(replace(bundle, ngram=ngram, error_pairs=table), sources, config, margin,
+                                        lm_weight, context_rate, detection_threshold, batch_size)
+        fold_labels = candidate_labels(candidates, sources, targets)
+        errors = sum(a != b for s, t in held_pairs for a, b in zip(s, t, strict=True))
+        log(f"fold {k}: {len(held_pairs)} pairs, LM and error pairs from {len(sides)} correct sides and {len(kept)} "
+            f"pairs without it; {len(candidates)} candidates, {sum(fold_labels)} gold of {errors} errors")
+        matrices.append(feature_matrix([c.features for c in candidates]))
+        labels.extend(fold_labels)
+    prior = fit_prior(torch.cat(matrices), labels, hidden=hidden, seed=seed)
+    path = Path(model_dir) / SCORER_FILE
+    scorer = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    # How it was fitted travels inside the network's dict, so that `calibrate` keeps it with it.
+    prior["fitted_on"] = {"train": list(dict.fromkeys(map(str, train))), "exclude": list(map(str, exclude)),
+                          "pairs": len(pool), "folds": folds, "shared_span": shared_span,
+                          "candidates": len(labels), "gold": sum(labels)}
+    scorer["prior"] = prior
+    path.write_text(json.dumps(scorer, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    log(f"wrote the prior network ({hidden} units over {len(prior['inputs'])} features, {len(labels)} candidates, "
+        f"{sum(labels)} gold) into {path}; now run `calibrate`, which fits the scorer on its output")
+    return prior
