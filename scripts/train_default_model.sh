@@ -2,8 +2,8 @@
 # The CPU recipe, end to end with this project's own modules (it made the release of sessions 1-7;
 # the shipped model since session 8 was pre-trained and fine-tuned on a GPU: docs/gpu.md, then
 # calibrated, paired and shipped with the same steps as below):
-#   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> n-gram LM ->
-#   calibration -> release (fp16) -> evaluation.
+#   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> n-gram LM -> error pairs ->
+#   prior network -> calibration -> release (fp16) -> evaluation.
 #
 #   bash scripts/train_default_model.sh                       # the recipe of the shipped model
 #   PRESET=small STAGE2_STOP=600 bash scripts/...          # let the pre-training schedule run to the end
