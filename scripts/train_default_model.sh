@@ -85,8 +85,12 @@ python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/f
 python -m corrector.finetune prior --model "$RUNS/finetune" --train "${REAL_TRAIN[@]}" \
   --exclude "$RUNS/finetune/dev.tsv" --corpus "$SHARED/corpus" --order "$NGRAM_ORDER"
 
-# Scorer network (16 tanh units) and thresholds fitted on the dev split (the detection grid the shipped
-# scorer was calibrated on since session 20; margins and LM weights: the defaults).
+# Scorer networks (five of 16 tanh units, averaged) and thresholds fitted on the dev split, over the
+# detection grid the shipped scorer was calibrated on since session 20 (margins, LM weights, context
+# flags: the defaults). Session 26 chose detection 0.05, margin -0.5, LM weight 0.5, context flags 0.5
+# this way; session 29's shipped scorer was refitted at that setting alone (--detection-grid 0.05
+# --margin-grid -0.5 --flag-lm-weights 0.5 --context-flag-rates 0.5 --fit-detection-threshold 0.01),
+# since the full grid's choice with the prior (detection 0.02, margin 0) was no better held out.
 python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0.01 0.02 0.05
 
 # Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json — no checkpoints.
