@@ -37,7 +37,7 @@ from ..ngram import NgramLM
 from ..pipeline import CorrectorConfig
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
 from ..scoring import feature_matrix, fit_prior
-from .calibrate import candidate_labels, flagged_candidates
+from .calibrate import CONTEXT_RATE_GRID, LM_WEIGHT_GRID, MARGIN_GRID, candidate_labels, flagged_candidates
 
 
 def fold_of_pairs(pairs: Sequence[tuple[str, str]], folds: int, shared_span: int = 8, seed: int = 0) -> list[int]:
@@ -78,12 +78,14 @@ def fold_of_pairs(pairs: Sequence[tuple[str, str]], folds: int, shared_span: int
 def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclude: Sequence[str | Path],
                       corpus: Sequence[str | Path], folds: int = 2, shared_span: int = 8, order: int | None = None,
                       pairs_weight: int = 3, min_count: int = 2, min_char_count: int = 2,
-                      detection_threshold: float = 0.01, margin: float | None = -0.5, lm_weight: float = 0.5,
-                      context_rate: float | None = 0.5, hidden: int = 16, seed: int = 0, batch_size: int = 32,
-                      log=print) -> dict:
+                      detection_threshold: float = 0.01, margin: float | None = min(m for m in MARGIN_GRID if m is not None),
+                      lm_weight: float = max(LM_WEIGHT_GRID),
+                      context_rate: float | None = min(r for r in CONTEXT_RATE_GRID if r is not None),
+                      hidden: int = 16, seed: int = 0, batch_size: int = 32, log=print) -> dict:
     """Steps 1-3 above; writes `prior` (and how it was fitted) into MODEL/scorer.json and returns
     the prior network. `order`: the n-gram order (default: the model's LM's). The flag settings
-    default to the candidates `calibrate` fits on with its default grids."""
+    default to those of the candidates `calibrate` fits on with its default margin, LM-weight and
+    context-rate grids and the recipe's lowest detection threshold (0.01)."""
     bundle = load_model(str(model_dir))
     if bundle.ngram is None or bundle.error_pairs is None:
         raise ValueError(f"{model_dir} has no n-gram LM or no error pairs: the prior network reads their evidence")
