@@ -623,7 +623,7 @@ class Corrector:
                 context = bundle.error_pairs.context_count_array(list(zip(site_texts, offsets, strict=True)),
                                                                  cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
-        x = self.scorer.with_prior(self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context))
+        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
         rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
@@ -641,7 +641,7 @@ class Corrector:
         if calibrate:
             won = set(best)
             by_item: dict[int, list[ScoredCandidate]] = {}
-            features = x.tolist()
+            features = self.scorer.with_prior(x).tolist()  # the prior's logit as the scorer reads it
             word_keys: dict[int, str] = {}  # group -> "offset of its first change:its new characters"
             for k in np.flatnonzero(cands.group >= 0).tolist():
                 n, g = int(cands.position[k]), int(cands.group[k])
@@ -832,7 +832,7 @@ class Corrector:
             "word_size": cands.word_size,
             "ctx_log_count": ctx_log_count,
             "ctx_log_rate": ctx_log_rate,
-            "prior": np.zeros(len(cands)),  # the scorer's prior network fills it (Scorer.with_prior)
+            "prior": np.zeros(len(cands)),  # the scorer fills it from the others (Scorer.with_prior)
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return torch.from_numpy(matrix.astype(np.float32))
