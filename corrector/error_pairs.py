@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .datasets import HeldOut, training_pairs
 from .tokenization import is_cjk
 
 FILENAME = "error_pairs.json"
@@ -105,6 +106,15 @@ class ErrorPairs:
         bigram_counts = {key[1:]: all_bigrams[key[1:]] for key in context_counts}
         return cls({a: dict(c) for a, c in pair_counts.items()}, dict(char_counts), sentences, sources,
                    {key: dict(c) for key, c in context_counts.items()}, bigram_counts)
+
+    @classmethod
+    def count_training(cls, train: Sequence[str | Path], held_out: HeldOut) -> tuple[ErrorPairs, int]:
+        """The table of the data sets `train` (what `finetune pairs` counts) without the pairs
+        `held_out` leaves out, and how many pairs overlapping them were left out with them."""
+        pairs, overlapping = training_pairs(train, held_out)
+        if not pairs:
+            raise ValueError(f"no usable training pairs in {list(map(str, train))}")
+        return cls.count(pairs, sources=[Path(p).name for p in dict.fromkeys(map(str, train))]), overlapping
 
     def targets(self, source: str) -> dict[str, int]:
         """{b: count} of every correction of `source` seen in training."""

@@ -193,6 +193,16 @@ class NgramLM:
     # ---- building and storage --------------------------------------------------------------
 
     @classmethod
+    def count_with_pairs(cls, lines: list[str], correct_sides: list[str], pairs_weight: int = 3,
+                         **count_options) -> NgramLM:
+        """What `pretrain ngram --pairs` counts: the corpus `lines` and, `pairs_weight` times, the
+        training pairs' correct sentences — in-domain text (learners' essays, law, medicine) that a
+        news-heavy corpus has too little of."""
+        if pairs_weight < 1:
+            raise ValueError(f"pairs_weight must be at least 1, got {pairs_weight}")
+        return cls.count(lines + correct_sides * pairs_weight, **count_options)
+
+    @classmethod
     def count(cls, lines: Iterable[str], order: int = 4, min_char_count: int = 2, min_count: int = 2,
               discount: float = 0.75) -> NgramLM:
         """Count a model from text lines (each line is bounded by the boundary id). n-grams of

@@ -115,6 +115,8 @@ def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: P
     assert prior["inputs"] == list(PRIOR_INPUTS) and len(prior["b1"]) == 2
     assert prior["fitted_on"]["folds"] == 2 and prior["fitted_on"]["pairs"] == 4  # the dev pair left out
     assert 0 < prior["fitted_on"]["gold"] < prior["fitted_on"]["candidates"]
+    # The record names files, not this machine's paths.
+    assert prior["fitted_on"]["train"] == ["train.tsv"] and prior["fitted_on"]["exclude"] == ["dev.tsv"]
 
     assert main(["calibrate", "--model", str(model), "--dev", str(train), "--detection-grid", "0.5",
                  "--margin-grid", "off", "--hidden", "2", "--members", "1"]) == 0

@@ -204,14 +204,11 @@ def run_ship(args: argparse.Namespace) -> int:
 def run_pairs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..datasets import HeldOut, training_pairs
+    from ..datasets import HeldOut
     from ..error_pairs import FILENAME, ErrorPairs
 
     held_out = HeldOut(args.exclude, args.shared_span)
-    pairs, overlapping = training_pairs(args.train, held_out)
-    if not pairs:
-        raise ValueError(f"no usable training pairs in {args.train}")
-    table = ErrorPairs.count(pairs, sources=[Path(p).name for p in dict.fromkeys(args.train)])
+    table, overlapping = ErrorPairs.count_training(args.train, held_out)
     output = Path(args.output)
     if output.suffix != ".json":
         output.mkdir(parents=True, exist_ok=True)

@@ -237,7 +237,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
             f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
     config["calibration"] = {
-        "dev": str(dev),
+        "dev": Path(dev).name,  # a file name, not a path: the record travels with the model
         "dev_sentences": len(examples),
         "candidates": len(candidates),
         "metric": "sentence.correction.f1",

@@ -104,16 +104,15 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
         held_pairs = [pair for pair, f in zip(pool, fold, strict=True) if f == k]
         held_out = HeldOut(exclude, shared_span, pairs=held_pairs)
         sides = correct_sides(train, held_out=held_out)
-        ngram = NgramLM.count(lines + sides * pairs_weight, order=order, min_char_count=min_char_count,
-                              min_count=min_count)
-        kept, _ = training_pairs(train, held_out)
-        table = ErrorPairs.count(kept, sources=[Path(p).name for p in dict.fromkeys(map(str, train))])
+        ngram = NgramLM.count_with_pairs(lines, sides, pairs_weight, order=order, min_char_count=min_char_count,
+                                         min_count=min_count)
+        table, _ = ErrorPairs.count_training(train, held_out)
         sources, targets = [s for s, _ in held_pairs], [t for _, t in held_pairs]
         candidates = flagged_candidates(replace(bundle, ngram=ngram, error_pairs=table), sources, config, margin,
                                         lm_weight, context_rate, detection_threshold, batch_size)
         fold_labels = candidate_labels(candidates, sources, targets)
         errors = sum(a != b for s, t in held_pairs for a, b in zip(s, t, strict=True))
-        log(f"fold {k}: {len(held_pairs)} pairs, LM and error pairs from {len(sides)} correct sides and {len(kept)} "
+        log(f"fold {k}: {len(held_pairs)} pairs, LM and error pairs from {len(sides)} correct sides and {table.sentences} "
             f"pairs without it; {len(candidates)} candidates, {sum(fold_labels)} gold of {errors} errors")
         matrices.append(feature_matrix([c.features for c in candidates]))
         labels.extend(fold_labels)
@@ -121,7 +120,9 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
     path = Path(model_dir) / SCORER_FILE
     scorer = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     # How it was fitted travels inside the network's dict, so that `calibrate` keeps it with it.
-    prior["fitted_on"] = {"train": list(dict.fromkeys(map(str, train))), "exclude": list(map(str, exclude)),
+    # File names, not paths: the record travels with the model to other machines.
+    prior["fitted_on"] = {"train": [Path(p).name for p in dict.fromkeys(map(str, train))],
+                          "exclude": [Path(p).name for p in map(str, exclude)],
                           "pairs": len(pool), "folds": folds, "shared_span": shared_span,
                           "candidates": len(labels), "gold": sum(labels)}
     scorer["prior"] = prior

@@ -114,14 +114,14 @@ def main(argv: list[str] | None = None) -> int:
             in_domain = [to_halfwidth(t) if args.halfwidth else t for t in correct_sides(args.pairs, args.exclude)]
             if args.pairs and not in_domain:
                 raise ValueError(f"no sentences left in {args.pairs} after excluding {args.exclude}")
-            lines += in_domain * args.pairs_weight
-            model = NgramLM.count(lines, order=args.order, min_char_count=args.min_char_count, min_count=args.min_count)
+            model = NgramLM.count_with_pairs(lines, in_domain, args.pairs_weight, order=args.order,
+                                             min_char_count=args.min_char_count, min_count=args.min_count)
         except (FileNotFoundError, ValueError, DatasetError) as error:
             parser.error(str(error))
         path = model.save(args.output)
         sizes = ", ".join(f"{len(keys)} {k}-grams" for k, keys in enumerate(model.keys, start=1))
         read = (f"{stats.files} files and {len(in_domain)} sentences of pairs x {args.pairs_weight if in_domain else 0}, "
-                f"{len(lines)} lines, {sum(map(len, lines))} characters "
+                f"{len(lines)} corpus lines, {sum(map(len, lines))} characters "
                 f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
         print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
