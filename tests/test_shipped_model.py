@@ -77,11 +77,11 @@ def test_second_pass_fixes_what_a_first_correction_reveals(corrector):
     from corrector.pipeline import Corrector, CorrectorConfig
 
     one_pass = Corrector(corrector.bundle, config=CorrectorConfig(passes=1))
-    # "但幸": the first pass writes 担 (but 担幸 is no word yet); the second reads 担 and writes 心.
-    assert one_pass.correct("你不用但幸，我会准时到。").target == "你不用担幸，我会准时到。"
-    fixed = corrector.correct("你不用但幸，我会准时到。")
-    assert fixed.target == "你不用担心，我会准时到。"
-    assert [(e.position, e.source, e.target) for e in fixed.edits] == [(3, "但", "担"), (4, "幸", "心")]
+    # "烤师": the first pass writes 考 (but 考师 is no word yet); the second reads 考 and writes 试.
+    assert one_pass.correct("明天要烤师，我很紧张。").target == "明天要考师，我很紧张。"
+    fixed = corrector.correct("明天要烤师，我很紧张。")
+    assert fixed.target == "明天要考试，我很紧张。"
+    assert [(e.position, e.source, e.target) for e in fixed.edits] == [(3, "烤", "考"), (4, "师", "试")]
     # A first-pass edit that the second pass replaces keeps the original character as its source.
     fixed = corrector.correct("我每天都打工车去公司。")
     assert fixed.target == "我每天都搭公车去公司。"
