@@ -51,6 +51,7 @@ many threads at once.
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import math
 import os
@@ -399,6 +400,16 @@ class Corrector:
         self._min_split_items = MIN_SPLIT_ITEMS_ONNX if self.runtime == "onnxruntime" else MIN_SPLIT_ITEMS
         if workers > 1:
             batch_pool(workers, self._threads_per_worker)  # started now, not during the first call
+
+    def with_passes(self, passes: int) -> Corrector:
+        """This corrector with `passes` correction passes (`CorrectorConfig.passes`): a shallow
+        copy sharing the networks, tables and scorer, so that the original — which another thread
+        may be using — keeps its own setting."""
+        if passes not in (1, 2):
+            raise ValueError(f"passes must be 1 or 2, got {passes}")
+        other = copy.copy(self)
+        other.config = dataclasses.replace(self.config, passes=passes)
+        return other
 
     @property
     def precision(self) -> str:

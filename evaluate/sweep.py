@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,39 +168,31 @@ def calibrate(
     model: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Run `system` once per data set at threshold 0 (one pass: `one_pass`) and sweep;
+    """Run `system` once per data set at threshold 0 (one pass: `single_pass`) and sweep;
     `.best.threshold` is the answer."""
     named_results = {}
-    with one_pass(system):
-        for name, examples in datasets.items():
-            results, _ = run_system(
-                system,
-                [e.source for e in examples],
-                batch_size=batch_size,
-                threshold=0.0,
-                progress=progress,
-                desc=f"{system_name} · {name} · sweep",
-            )
-            named_results[name] = (examples, results)
+    swept = single_pass(system)
+    for name, examples in datasets.items():
+        results, _ = run_system(
+            swept,
+            [e.source for e in examples],
+            batch_size=batch_size,
+            threshold=0.0,
+            progress=progress,
+            desc=f"{system_name} · {name} · sweep",
+        )
+        named_results[name] = (examples, results)
     return sweep_datasets(named_results, system_name, thresholds, metric, ignore_de, model)
 
 
-@contextmanager
-def one_pass(system) -> Iterator[None]:
-    """A corrector with a second pass (`CorrectorConfig.passes`) runs one pass inside: a sweep
-    keeps the edits at or above each threshold from one run at threshold 0, which is what one pass
-    does at that threshold, while a second pass would start from the first one's output at 0.
-    Not while another thread uses `system`."""
-    config = getattr(system, "config", None)
-    passes = getattr(config, "passes", 1)
-    if passes == 1:
-        yield
-        return
-    config.passes = 1
-    try:
-        yield
-    finally:
-        config.passes = passes
+def single_pass(system):
+    """`system` as one pass runs it: a corrector with a second pass (`CorrectorConfig.passes`)
+    is copied with one (`Corrector.with_passes`), since a sweep keeps the edits at or above each
+    threshold from one run at threshold 0, which is what one pass does at that threshold, while a
+    second pass would start from the first one's output at 0. The system given is not changed."""
+    if getattr(getattr(system, "config", None), "passes", 1) == 1:
+        return system
+    return system.with_passes(1)
 
 
 def write_calibration(path: str | Path, result: SweepResult) -> Path:

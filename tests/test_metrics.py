@@ -234,8 +234,13 @@ def test_sweep_runs_a_two_pass_corrector_with_one_pass():
     from evaluate.sweep import calibrate
 
     class TwoPass:
-        config = SimpleNamespace(passes=2)
         seen: list[int] = []
+
+        def __init__(self, passes=2):
+            self.config = SimpleNamespace(passes=passes)
+
+        def with_passes(self, passes):
+            return TwoPass(passes)
 
         def correct_batch(self, texts, batch_size=32, threshold=None):
             self.seen.append(self.config.passes)
@@ -244,4 +249,4 @@ def test_sweep_runs_a_two_pass_corrector_with_one_pass():
     system = TwoPass()
     calibrate(system, {"dev": [Example(source="因该", target="应该", id="1", line=1)]}, thresholds=[0.5])
     assert system.seen and set(system.seen) == {1}  # the threshold-0 run models one pass
-    assert system.config.passes == 2  # and the system is given back as it was
+    assert system.config.passes == 2  # on a copy: the system given is not changed

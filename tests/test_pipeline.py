@@ -735,3 +735,11 @@ def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     assert calls[1][1] == [{p + d for p in edited for d in (-1, 0, 1)}]
     with pytest.raises(ValueError, match="passes"):
         Corrector(trained.bundle, config=CorrectorConfig(passes=3))
+    # One pass on a copy that shares the networks and scorer; the corrector itself keeps two.
+    single = trained.with_passes(1)
+    calls.clear()
+    assert [r.target for r in single.correct_batch(texts)] == [r.target for r in results]  # here one pass suffices
+    assert len(calls) == 1 and single.config.passes == 1 and trained.config.passes == 2
+    assert single.bundle is trained.bundle and single.scorer is trained.scorer
+    with pytest.raises(ValueError, match="passes"):
+        trained.with_passes(0)

@@ -278,7 +278,7 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
     config)` builds the corrector to run. One pipeline run over dev per way: both halves are
     swept from it. None when a half's candidates are all gold or all wrong."""
     from evaluate.runner import run_system
-    from evaluate.sweep import best_point, one_pass, sweep
+    from evaluate.sweep import best_point, single_pass, sweep
 
     halves = [[i for i in range(len(examples)) if i % 2 == half] for half in (0, 1)]
     scores = []
@@ -288,8 +288,8 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
         if not any(half_labels) or all(half_labels):
             return None
         trial = make_trial(Scorer.fit([candidates[k].features for k in picked], half_labels, **fit_options))
-        with one_pass(trial):  # swept below, as `evaluate.sweep.calibrate` does
-            results, _ = run_system(trial, [e.source for e in examples], batch_size=batch_size, threshold=0.0)
+        # One pass, swept below, as `evaluate.sweep.calibrate` does.
+        results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
         fit, test = ([examples[i] for i in halves[h]] for h in (fit_half, test_half))
         fit_results, test_results = ([results[i] for i in halves[h]] for h in (fit_half, test_half))
         tuned = best_point(sweep(fit, fit_results, EDIT_THRESHOLDS)).threshold
