@@ -7,8 +7,8 @@ a generator (ElectraForMaskedLM) with a BERT-style vocabulary. Accepted layouts:
   `model.safetensors`), tokenizer files in `DIR/` (or in `DIR/discriminator/`), and optionally
   `DIR/scorer.json` with fitted scorer weights and thresholds and `DIR/ngram.safetensors`, a
   character n-gram LM counted by `python -m corrector.pretrain ngram`, and
-  `DIR/error_pairs.json`, correction counts from the fine-tuning data (error_pairs.py) — what
-  this project ships;
+  `DIR/error_pairs.json`, correction counts from the fine-tuning data (error_pairs.py), and
+  `DIR/particles.safetensors`, the 的/地/得 model (particles.py) — what this project ships;
 * a discriminator given directly, local directory or hub id, whose name contains
   `discriminator`; the generator is the same name with `generator` (the layout of
   `hfl/chinese-electra-180g-small-discriminator` / `...-generator`).
@@ -29,6 +29,8 @@ from .error_pairs import FILENAME as ERROR_PAIRS_FILE
 from .error_pairs import ErrorPairs
 from .ngram import FILENAME as NGRAM_FILE
 from .ngram import NgramLM
+from .particles import FILENAME as PARTICLES_FILE
+from .particles import ParticleModel
 from .quantization import int8_runtime, is_int8
 from .tokenization import CharTokenizer
 
@@ -56,6 +58,7 @@ class ModelPaths:
     scorer: str | None  # path of scorer.json, if the model has one
     ngram: str | None = None  # path of ngram.safetensors, if the model has one
     error_pairs: str | None = None  # path of error_pairs.json, if the model has one
+    particles: str | None = None  # path of particles.safetensors, if the model has one
 
 
 def resolve_model_paths(path_or_id: str) -> ModelPaths:
@@ -66,9 +69,11 @@ def resolve_model_paths(path_or_id: str) -> ModelPaths:
         if not gen.is_dir():
             raise FileNotFoundError(f"model directory {root} has discriminator/ but no generator/")
         tokenizer = root if (root / "vocab.txt").exists() or (root / "tokenizer.json").exists() else disc
-        scorer, ngram, pairs = root / SCORER_FILE, root / NGRAM_FILE, root / ERROR_PAIRS_FILE
+        scorer, ngram, pairs, particles = (root / SCORER_FILE, root / NGRAM_FILE, root / ERROR_PAIRS_FILE,
+                                           root / PARTICLES_FILE)
         return ModelPaths(str(disc), str(gen), str(tokenizer), str(scorer) if scorer.exists() else None,
-                          str(ngram) if ngram.exists() else None, str(pairs) if pairs.exists() else None)
+                          str(ngram) if ngram.exists() else None, str(pairs) if pairs.exists() else None,
+                          str(particles) if particles.exists() else None)
     if "discriminator" in path_or_id:
         generator = path_or_id.replace("discriminator", "generator")
         scorer = root / SCORER_FILE
@@ -96,6 +101,7 @@ class ModelBundle:
     scorer_config: dict = field(default_factory=dict)
     ngram: NgramLM | None = None  # feature `lm_gain` is 0 without one
     error_pairs: ErrorPairs | None = None  # features `pair_log_*` are 0 without one
+    particles: ParticleModel | None = None  # feature `particle_gain` is 0 without one
     bf16: bool = False  # run the network passes under bf16 autocast (`autocast()`)
 
     @property
@@ -192,4 +198,5 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
         scorer_config=scorer_config,
         ngram=NgramLM.load(paths.ngram) if paths.ngram else None,
         error_pairs=ErrorPairs.load(paths.error_pairs) if paths.error_pairs else None,
+        particles=ParticleModel.load(paths.particles) if paths.particles else None,
     )

@@ -82,6 +82,7 @@ from .detection import detect, make_batch
 from .error_pairs import pair_features
 from .homophones import HomophoneWords, WordConfig, propose_words, whole_words, word_confidence
 from .models import ModelBundle, check_generator_input, load_model
+from .particles import PARTICLE_INDEX
 from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
 from .quantization import int8_copy
 from .result import Edit, Result
@@ -584,6 +585,8 @@ class Corrector:
             flagged |= self._generator_flags(texts, group, batch, generator_pass, editable & ~flagged)
         if self.scorer.context_flag_rate is not None and bundle.error_pairs is not None:
             flagged |= self._context_flags(texts, group, editable & ~flagged)
+        if self.scorer.particle_flag_gain is not None and bundle.particles is not None:
+            flagged |= self._particle_flags(texts, group, editable & ~flagged)
         rows_t, index_t = flagged.nonzero(as_tuple=True)
         if len(rows_t) == 0:
             return
@@ -633,8 +636,12 @@ class Corrector:
             if bundle.error_pairs.context_counts:
                 context = bundle.error_pairs.context_count_array(list(zip(site_texts, offsets, strict=True)),
                                                                  cands.position.tolist(), targets)
+        particle_gain = None
+        if bundle.particles is not None:
+            particle_gain = bundle.particles.candidate_gains(list(zip(site_texts, offsets, strict=True)),
+                                                             cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
-        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context)
+        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context, particle_gain)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
         rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
@@ -732,6 +739,25 @@ class Corrector:
                 flags[row, index] = True
         return flags
 
+    def _particle_flags(self, texts, group: list[_Item], candidates: torch.Tensor) -> torch.Tensor:
+        """(B, L) bool: the `candidates` characters that are particles (的/地/得) where the model's
+        particle classifier gives another particle more than the scorer's `particle_flag_gain`
+        over the written one (particles.py). Why: of the dev split's 67 particle errors the other
+        flag rules left most of those the corrector missed unexamined or unsure."""
+        flags = torch.zeros_like(candidates)
+        cells, sites = [], []
+        for row, index in candidates.nonzero().tolist():
+            it = group[row]
+            text, offset = texts[it.text_index], it.offsets[index]
+            if text[offset] in PARTICLE_INDEX:
+                cells.append((row, index))
+                sites.append((text, offset))
+        if sites:
+            gains = self.bundle.particles.best_other_gain(sites)
+            for (row, index), gain in zip(cells, gains.tolist(), strict=True):
+                flags[row, index] = gain > self.scorer.particle_flag_gain
+        return flags
+
     def _with_lm_evidence(self, texts, group: list[_Item], rows_t: torch.Tensor, index_t: torch.Tensor,
                           sets: list[np.ndarray], margins: torch.Tensor, weight: float) -> torch.Tensor:
         """The flag scores: each generator margin plus `weight` x the n-gram LM's best gain over the
@@ -806,9 +832,10 @@ class Corrector:
     @staticmethod
     def _features(cands: Candidates, detect_prob: np.ndarray, in_noun: np.ndarray, orig_word: np.ndarray,
                   cand_word: np.ndarray, source_counts: np.ndarray | None,
-                  context: np.ndarray | None = None) -> torch.Tensor:
+                  context: np.ndarray | None = None, particle_gain: np.ndarray | None = None) -> torch.Tensor:
         """The (N, len(FEATURES)) feature matrix; per-position inputs are indexed by position;
-        `context`: (N, 2) context count and bigram occurrences per candidate (or None)."""
+        `context`: (N, 2) context count and bigram occurrences per candidate (or None);
+        `particle_gain`: the particle classifier's gain per candidate (or None)."""
         n = cands.position
         lm_gain = np.clip(cands.lm_gain, -20.0, 20.0)
         relation = cands.relation
@@ -843,6 +870,7 @@ class Corrector:
             "word_size": cands.word_size,
             "ctx_log_count": ctx_log_count,
             "ctx_log_rate": ctx_log_rate,
+            "particle_gain": np.zeros(len(cands)) if particle_gain is None else np.clip(particle_gain, -20.0, 20.0),
             "prior": np.zeros(len(cands)),  # the scorer fills it from the others (Scorer.with_prior)
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)

@@ -36,6 +36,9 @@ For a flagged position with original character `o` and candidate `c` the feature
                     neighbour as here (error_pairs.py, context counts))
     ctx_log_rate    log((that count + 0.1) / (occurrences of that written bigram there + 1)), as
                     pair_log_rate; both 0 for a model without context counts
+    particle_gain   where o and c are both structural particles (的/地/得): log P(c) - log P(o) of
+                    the model's particle classifier (particles.py), clipped to [-20, 20]; 0
+                    elsewhere and for a model without one
 
 confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
@@ -88,6 +91,7 @@ FEATURES: tuple[str, ...] = (
     "word_size",
     "ctx_log_count",
     "ctx_log_rate",
+    "particle_gain",
     "prior",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
@@ -124,6 +128,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "word_size": 0.0,
     "ctx_log_count": 0.0,  # only meaningful once fitted with the model's own table
     "ctx_log_rate": 0.0,
+    "particle_gain": 0.0,  # only meaningful once fitted with the model's own particle classifier
     "prior": 0.0,  # computed by a fitted scorer's `prior` network, 0 without one
 }
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
@@ -157,6 +162,9 @@ class Scorer:
     # corrected in the model's training data (error_pairs.py) in at least this share of that
     # bigram's occurrences (and at least CONTEXT_FLAG_MIN_COUNT times); None: no context flags.
     context_flag_rate: float | None = None
+    # A written particle (的/地/得) is examined too when the model's particle classifier gives
+    # another particle at least this much more log-probability (particles.py); None: no such flags.
+    particle_flag_gain: float | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -206,6 +214,7 @@ class Scorer:
             else float(config["generator_flag_margin"]),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
             context_flag_rate=None if config.get("context_flag_rate") is None else float(config["context_flag_rate"]),
+            particle_flag_gain=None if config.get("particle_flag_gain") is None else float(config["particle_flag_gain"]),
         )
 
     def to_config(self) -> dict:
@@ -222,6 +231,8 @@ class Scorer:
                 config["generator_flag_lm_weight"] = self.generator_flag_lm_weight
         if self.context_flag_rate is not None:
             config["context_flag_rate"] = self.context_flag_rate
+        if self.particle_flag_gain is not None:
+            config["particle_flag_gain"] = self.particle_flag_gain
         if self.mlp is not None:
             config["mlp"] = self.mlp
         if self.prior is not None:

@@ -3,7 +3,7 @@
 # the shipped model since session 8 was pre-trained and fine-tuned on a GPU: docs/gpu.md, then
 # calibrated, paired and shipped with the same steps as below):
 #   vocabulary -> ELECTRA pre-training -> synthetic errors -> CSC fine-tuning -> n-gram LM -> error pairs ->
-#   prior network -> calibration -> release (fp16) -> evaluation.
+#   的/地/得 classifier -> prior network -> calibration -> release (fp16) -> evaluation.
 #
 #   bash scripts/train_default_model.sh                       # the recipe of the shipped model
 #   PRESET=small STAGE2_STOP=600 bash scripts/...          # let the pre-training schedule run to the end
@@ -79,6 +79,11 @@ python -m corrector.finetune train --init "$INIT" --output "$RUNS/finetune" \
 # Error pairs people really made (a -> b counts) from the real training sets, the dev split left out.
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv" --output "$RUNS/finetune"
 
+# The 的/地/得 classifier (feature particle_gain, particle flags) from the corpus's particles and those of the
+# real training pairs' correct sides (x10), the dev split and its overlaps left out.
+[ -f "$RUNS/finetune/particles.safetensors" ] || python -m corrector.pretrain particles --corpus "$SHARED/corpus" \
+  --output "$RUNS/finetune" --pairs "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv"
+
 # The scorer's prior network: the LM's, error pairs' and confusion sets' evidence fitted on the real
 # training pairs, each half counted without the other (the networks memorised these pairs, so the
 # scorer proper is fitted on the dev split alone). calibrate keeps it and reads its output.
@@ -93,7 +98,8 @@ python -m corrector.finetune prior --model "$RUNS/finetune" --train "${REAL_TRAI
 # since the full grid's choice with the prior (detection 0.02, margin 0) was no better held out.
 python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0.01 0.02 0.05
 
-# Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json — no checkpoints.
+# Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json,
+# particles.safetensors — no checkpoints.
 python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"
 
 # Now that the scorer is fitted, the released LM and error pairs are counted again from every real
@@ -103,6 +109,7 @@ python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"
 # The calibration's dev figures in scorer.json are those of the tables without the dev split.
 python -m corrector.pretrain ngram --corpus "$SHARED/corpus" --output "$OUT" --order "$NGRAM_ORDER" --pairs "${REAL_TRAIN[@]}"
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --output "$OUT"
+python -m corrector.pretrain particles --corpus "$SHARED/corpus" --output "$OUT" --pairs "${REAL_TRAIN[@]}"
 
 python -m evaluate "$CSC/sighan/test2013.tsv" "$CSC/sighan/test2014.tsv" "$CSC/sighan/test2015.tsv" \
   "$CSC/ecspell/law.test.tsv" "$CSC/ecspell/med.test.tsv" "$CSC/ecspell/odw.test.tsv" \

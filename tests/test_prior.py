@@ -84,18 +84,20 @@ def test_folds_keep_sentences_that_share_a_run_together():
 def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: Path, tmp_path: Path, capsys):
     """End to end on the tiny trained pair: out-of-fold tables, candidates, the fit, scorer.json,
     then `calibrate` fits the scorer on the prior's output and the corrector uses both."""
+    from test_particles import CLEAN
     from test_pipeline import CORRECT_SENTENCES, ERROR_PAIRS
 
     from corrector.error_pairs import ErrorPairs
     from corrector.finetune.__main__ import main
     from corrector.models import load_model
     from corrector.ngram import NgramLM
+    from corrector.particles import featurize, fit, training_sites
     from corrector.pipeline import Corrector
 
     model = tmp_path / "model"
     shutil.copytree(trained_model_dir, model)
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(CORRECT_SENTENCES * 3) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(CORRECT_SENTENCES * 3 + CLEAN) + "\n", encoding="utf-8")
     train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
     pairs = list(ERROR_PAIRS.items()) + [("他们因该为老人让坐。", "他们应该为老人让座。"),
                                          ("我们因该为同学让坐。", "我们应该为同学让座。"),
@@ -104,12 +106,15 @@ def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: P
     dev.write_text("".join(f"1\t{s}\t{t}\n" for s, t in list(ERROR_PAIRS.items())[:1]), encoding="utf-8")
     NgramLM.count(CORRECT_SENTENCES, min_char_count=1, min_count=1).save(model)
     ErrorPairs.count(pairs).save(model / "error_pairs.json")
+    # With a particle classifier, each fold gets its own, like the LM and the error pairs.
+    fit(*featurize(training_sites(CLEAN), buckets=1 << 12), buckets=1 << 12).save(model / "particles.safetensors")
 
     args = ["prior", "--model", str(model), "--train", str(train), "--exclude", str(dev), "--corpus", str(corpus),
             "--hidden", "2"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "fold 0:" in out and "fold 1:" in out and "now run `calibrate`" in out
+    assert "LM, particles and error pairs" in out
     saved = json.loads((model / "scorer.json").read_text(encoding="utf-8"))
     prior = saved["prior"]
     assert prior["inputs"] == list(PRIOR_INPUTS) and len(prior["b1"]) == 2
@@ -123,6 +128,7 @@ def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: P
     assert "prior network: 2 units over" in capsys.readouterr().out
     calibrated = json.loads((model / "scorer.json").read_text(encoding="utf-8"))
     assert calibrated["prior"] == prior and "prior" in calibrated["mlp"]["inputs"]
+    assert calibrated["particle_flag_gain"] == 0.0 and "particle_gain" in calibrated["mlp"]["inputs"]
     corrector = Corrector(load_model(str(model)))
     assert corrector.scorer.uses("prior")
     scored = corrector.score_candidates(["少先队员因该为老人让坐。"], detection_threshold=0.5)

@@ -184,6 +184,7 @@ def run_ship(args: argparse.Namespace) -> int:
     from ..error_pairs import FILENAME as ERROR_PAIRS_FILE
     from ..models import SCORER_FILE
     from ..ngram import FILENAME as NGRAM_FILE
+    from ..particles import FILENAME as PARTICLES_FILE
     from ..pretrain.modeling import load_pair, save_pair
 
     source, target = Path(args.model), Path(args.output)
@@ -191,7 +192,7 @@ def run_ship(args: argparse.Namespace) -> int:
     for half in ("discriminator", "generator"):
         shutil.rmtree(target / half, ignore_errors=True)  # no stale shards from an earlier release
     save_pair(discriminator, generator, str(target), tokenizer_dir, dtype=None if args.fp32 else torch.float16)
-    for name in (SCORER_FILE, NGRAM_FILE, ERROR_PAIRS_FILE):
+    for name in (SCORER_FILE, NGRAM_FILE, ERROR_PAIRS_FILE, PARTICLES_FILE):
         if (source / name).exists():
             shutil.copy2(source / name, target / name)
         else:

@@ -12,9 +12,10 @@ fitted on. So:
    with it, are cut into `folds` folds; pairs whose correct sides share such a run go to the same
    fold (CSC sets repeat a sentence with other errors written into it).
 2. For each fold, the n-gram LM (the corpus plus the other folds' correct sides, as `pretrain
-   ngram --pairs` counts them) and the error-pair table (the other folds) are counted again
-   without it, and the model's networks propose candidates for the fold's sentences with those
-   tables and the flag rules `calibrate` fits on.
+   ngram --pairs` counts them), the error-pair table (the other folds) and, for a model with one,
+   the particle classifier (as `pretrain particles --pairs` fits it) are made again without it,
+   and the model's networks propose candidates for the fold's sentences with those tables and
+   the flag rules `calibrate` fits on.
 3. One network of the scorer's form over `PRIOR_INPUTS` is fitted on all folds' candidates and
    stored as `prior` in the model's scorer.json. `calibrate` keeps it and fits the scorer on its
    output (the feature "prior") beside the other features: run it afterwards.
@@ -34,6 +35,8 @@ from ..datasets import HeldOut, correct_sides, training_pairs
 from ..error_pairs import ErrorPairs
 from ..models import SCORER_FILE, load_model
 from ..ngram import NgramLM
+from ..particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
+from ..particles import featurize, fit_with_pairs, training_sites
 from ..pipeline import CorrectorConfig
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
 from ..scoring import feature_matrix, fit_prior
@@ -99,6 +102,7 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
     log(f"{len(pool)} training pairs in {folds} folds of {[fold.count(k) for k in range(folds)]}; "
         f"corpus: {stats.files} files, {len(lines)} lines")
     config = CorrectorConfig(recheck_top=0)
+    corpus_particles = featurize(training_sites(lines)) if bundle.particles is not None else None
     matrices, labels = [], []
     for k in range(folds):
         held_pairs = [pair for pair, f in zip(pool, fold, strict=True) if f == k]
@@ -107,13 +111,16 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
         ngram = NgramLM.count_with_pairs(lines, sides, pairs_weight, order=order, min_char_count=min_char_count,
                                          min_count=min_count)
         table, _ = ErrorPairs.count_training(train, held_out)
+        particles = None
+        if corpus_particles is not None:
+            particles = fit_with_pairs(corpus_particles, sides, PARTICLE_PAIRS_WEIGHT, seed=seed, log=lambda *_: None)
         sources, targets = [s for s, _ in held_pairs], [t for _, t in held_pairs]
-        candidates = flagged_candidates(replace(bundle, ngram=ngram, error_pairs=table), sources, config, margin,
-                                        lm_weight, context_rate, detection_threshold, batch_size)
+        candidates = flagged_candidates(replace(bundle, ngram=ngram, error_pairs=table, particles=particles), sources,
+                                        config, margin, lm_weight, context_rate, detection_threshold, batch_size)
         fold_labels = candidate_labels(candidates, sources, targets)
         errors = sum(a != b for s, t in held_pairs for a, b in zip(s, t, strict=True))
-        log(f"fold {k}: {len(held_pairs)} pairs, LM and error pairs from {len(sides)} correct sides and {table.sentences} "
-            f"pairs without it; {len(candidates)} candidates, {sum(fold_labels)} gold of {errors} errors")
+        log(f"fold {k}: {len(held_pairs)} pairs, LM{', particles' if particles else ''} and error pairs from "
+            f"{len(sides)} correct sides and {table.sentences} pairs without it; {len(candidates)} candidates, {sum(fold_labels)} gold of {errors} errors")
         matrices.append(feature_matrix([c.features for c in candidates]))
         labels.extend(fold_labels)
     prior = fit_prior(torch.cat(matrices), labels, hidden=hidden, seed=seed)

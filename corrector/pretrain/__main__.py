@@ -1,5 +1,5 @@
-"""`python -m corrector.pretrain {vocab,train,ngram,bench}` — ELECTRA pre-training (and the
-character n-gram LM the scorer uses beside it) from the command line.
+"""`python -m corrector.pretrain {vocab,train,ngram,particles,bench}` — ELECTRA pre-training (and
+the character n-gram LM and 的/地/得 classifier the scorer uses beside it) from the command line.
 
 Examples:
     python -m corrector.pretrain vocab --corpus ../shared/data/corpus --output runs/vocab
@@ -7,6 +7,8 @@ Examples:
     accelerate launch --num_processes 4 -m corrector.pretrain train --corpus CORPUS --output OUT
     python -m corrector.pretrain train --corpus MY_TEXT --output OUT --init hfl/chinese-electra-180g-small-discriminator
     python -m corrector.pretrain ngram --corpus ../shared/data/corpus --output runs/finetune \
+        --pairs ../shared/data/csc/sighan/train2015.tsv … --exclude runs/finetune/dev.tsv
+    python -m corrector.pretrain particles --corpus ../shared/data/corpus --output runs/finetune \
         --pairs ../shared/data/csc/sighan/train2015.tsv … --exclude runs/finetune/dev.tsv
     python -m corrector.pretrain bench
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..particles import PAIRS_WEIGHT
 from ..training import add_config_arguments, config_from_args
 from .modeling import PRESETS
 from .train import PretrainConfig
@@ -72,6 +75,21 @@ def main(argv: list[str] | None = None) -> int:
                        help="data sets never counted (the calibration dev split), with every --pairs sentence "
                             "that shares an 8-character run with one of theirs")
 
+    particles = commands.add_parser("particles", help="fit the 的/地/得 classifier on clean text into "
+                                                      "OUTPUT/particles.safetensors (scorer feature particle_gain)")
+    particles.add_argument("--corpus", nargs="+", required=True, help=HELP["corpus"])
+    particles.add_argument("--output", required=True, help="model directory to write particles.safetensors into")
+    particles.add_argument("--pairs", nargs="*", default=[],
+                           help="CSC data sets whose correct sentences are fitted on too: the convention the "
+                                "corrector is judged by")
+    particles.add_argument("--pairs-weight", type=int, default=PAIRS_WEIGHT,
+                           help=f"times each of those sentences is counted (default: {PAIRS_WEIGHT}, measured on dev)")
+    particles.add_argument("--exclude", nargs="*", default=[],
+                           help="data sets never fitted on (the calibration dev split), with every --pairs sentence "
+                                "that shares an 8-character run with one of theirs")
+    particles.add_argument("--epochs", type=int, default=2, help="passes over the particles (default: 2)")
+    particles.add_argument("--seed", type=int, default=0)
+
     bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
     bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
     bench.add_argument("--batch-size", type=int, default=32)
@@ -124,6 +142,31 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(lines)} corpus lines, {sum(map(len, lines))} characters "
                 f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
         print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        return 0
+    if args.command == "particles":
+        from pathlib import Path
+
+        from ..datasets import DatasetError, correct_sides
+        from ..particles import FILENAME, featurize, fit_with_pairs, training_sites
+        from .corpus import CorpusStats, iter_lines, list_corpus_files
+
+        if args.pairs_weight < 1:
+            parser.error("--pairs-weight must be at least 1 (leave out --pairs to fit on none)")
+        if args.exclude and not args.pairs:
+            parser.error("--exclude leaves sentences out of --pairs only (the corpus is read whole): name --pairs")
+        stats = CorpusStats()
+        try:
+            corpus = featurize(training_sites(iter_lines(list_corpus_files(args.corpus), stats)))
+            sides = correct_sides(args.pairs, args.exclude)
+            model = fit_with_pairs(corpus, sides, args.pairs_weight, epochs=args.epochs, seed=args.seed)
+        except (FileNotFoundError, ValueError, DatasetError) as error:
+            parser.error(str(error))
+        output = Path(args.output)
+        output.mkdir(parents=True, exist_ok=True)
+        model.save(output / FILENAME)
+        print(f"particle classifier from {stats.files} files, {stats.lines} lines and {len(sides)} sentences of pairs "
+              f"x {args.pairs_weight if sides else 0} -> {output / FILENAME} "
+              f"({(output / FILENAME).stat().st_size / 1e6:.1f} MB)")
         return 0
     if args.command == "train":
         from .train import train as run_training
