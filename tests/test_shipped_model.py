@@ -27,7 +27,7 @@ def corrector():
 def test_model_directory_is_complete_and_calibrated():
     for name in ("discriminator/config.json", "discriminator/model.safetensors", "generator/config.json",
                  "generator/model.safetensors", "vocab.txt", "tokenizer.json", "scorer.json", "ngram.safetensors",
-                 "error_pairs.json", "README.md"):
+                 "error_pairs.json", "particles.safetensors", "README.md"):
         assert (DEFAULT_MODEL_DIR / name).exists(), name
     scorer = json.loads((DEFAULT_MODEL_DIR / "scorer.json").read_text(encoding="utf-8"))
     assert "calibration" in scorer and scorer["calibration"]["dev"].endswith("dev.tsv")
@@ -39,6 +39,14 @@ def test_corrects_the_classic_example(corrector):
     result = corrector.correct("少先队员因该为老人让坐")
     assert result.target == "少先队员应该为老人让座"
     assert [(e.position, e.source, e.target) for e in result.edits] == [(4, "因", "应"), (10, "坐", "座")]
+
+
+def test_corrects_a_particle_by_its_grammar(corrector):
+    # 得 between a verb and its complement: the particle classifier's flags and `particle_gain`.
+    result = corrector.correct("我跑的很快。")
+    assert result.target == "我跑得很快。"
+    scored = {c.target: c.features for c in corrector.score_candidates(["我跑的很快。"]) if c.position == 2}
+    assert scored["得"]["particle_gain"] > 1.0
 
 
 def test_error_free_news_sentence_is_unchanged(corrector):
