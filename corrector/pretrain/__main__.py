@@ -44,6 +44,14 @@ HELP = {
 }
 
 
+def check_pairs_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The --pairs / --pairs-weight / --exclude options that `ngram` and `particles` share."""
+    if args.pairs_weight < 1:
+        parser.error("--pairs-weight must be at least 1 (leave out --pairs to read none)")
+    if args.exclude and not args.pairs:
+        parser.error("--exclude leaves sentences out of --pairs only (the corpus is read whole): name --pairs")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m corrector.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,10 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..ngram import NgramLM
         from .corpus import CorpusStats, iter_lines, list_corpus_files, to_halfwidth
 
-        if args.pairs_weight < 1:
-            parser.error("--pairs-weight must be at least 1 (leave out --pairs to count none)")
-        if args.exclude and not args.pairs:
-            parser.error("--exclude leaves sentences out of --pairs only (the corpus is counted whole): name --pairs")
+        check_pairs_options(parser, args)
         stats = CorpusStats()
         try:
             lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
@@ -150,10 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..particles import FILENAME, featurize, fit_with_pairs, training_sites
         from .corpus import CorpusStats, iter_lines, list_corpus_files
 
-        if args.pairs_weight < 1:
-            parser.error("--pairs-weight must be at least 1 (leave out --pairs to fit on none)")
-        if args.exclude and not args.pairs:
-            parser.error("--exclude leaves sentences out of --pairs only (the corpus is read whole): name --pairs")
+        check_pairs_options(parser, args)
         stats = CorpusStats()
         try:
             corpus = featurize(training_sites(iter_lines(list_corpus_files(args.corpus), stats)))
