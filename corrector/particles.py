@@ -27,6 +27,7 @@ are particles), and the pipeline flags a written particle the model finds unlike
 
 from __future__ import annotations
 
+import functools
 import warnings
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,8 +51,11 @@ def _stable_hash(feature: str, buckets: int) -> int:
     return zlib.crc32(feature.encode("utf-8")) % buckets
 
 
+@functools.lru_cache(maxsize=8192)
 def _edge_word(text: str, last: bool) -> tuple[str, str]:
-    """(word, POS tag) of jieba's segmentation that ends `text` (last=True) or starts it."""
+    """(word, POS tag) of jieba's segmentation that ends `text` (last=True) or starts it.
+    Cached: a particle the flags examined is read again for its candidates' features, and again
+    in the second pass, and jieba is the classifier's whole cost."""
     if not text:
         return "^" if last else "$", "B"
     words = ensure_jieba().posseg.lcut(text, HMM=False)

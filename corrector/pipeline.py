@@ -600,9 +600,9 @@ class Corrector:
             log_probs = generator_log_probs(bundle, batch, rows_t, index_t, groups=self.config.generator_groups,
                                             mask=self.generator_input == "masked")
         source_ids = batch.input_ids[rows_t.to(batch.input_ids.device), (index_t + 1).to(batch.input_ids.device)].cpu()
+        sites = list(zip(site_texts, offsets, strict=True))  # (text, offset) of each flagged position
         lm_gains = None
         if bundle.ngram is not None:
-            sites = list(zip(site_texts, offsets, strict=True))
 
             def lm_gains(position: np.ndarray, target_ids: np.ndarray) -> np.ndarray:
                 """One vectorised n-gram pass for every candidate of the batch."""
@@ -634,12 +634,10 @@ class Corrector:
         if bundle.error_pairs is not None:
             source_counts = np.array([bundle.error_pairs.char_counts.get(char, 0) for char in source_chars], dtype=np.float64)
             if bundle.error_pairs.context_counts:
-                context = bundle.error_pairs.context_count_array(list(zip(site_texts, offsets, strict=True)),
-                                                                 cands.position.tolist(), targets)
+                context = bundle.error_pairs.context_count_array(sites, cands.position.tolist(), targets)
         particle_gain = None
         if bundle.particles is not None:
-            particle_gain = bundle.particles.candidate_gains(list(zip(site_texts, offsets, strict=True)),
-                                                             cands.position.tolist(), targets)
+            particle_gain = bundle.particles.candidate_gains(sites, cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
         x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context, particle_gain)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
