@@ -54,6 +54,7 @@ class NgramLM:
         unigram = np.zeros(len(self.chars), dtype=np.float64)
         unigram[self.keys[0].astype(np.int64)] = self.counts[0]
         self._log_unigram = np.log((unigram + 1.0) / (unigram.sum() + len(self.chars)))
+        self._log_unseen = float(np.log(1.0 / (unigram.sum() + len(self.chars))))
         # Per order k >= 2: the histories (k-1 ids), their continuation totals and distinct counts.
         self._histories = []
         for keys, counts in zip(self.keys[1:], self.counts[1:], strict=True):
@@ -75,6 +76,12 @@ class NgramLM:
         """The LM id of each character of a string or list (UNKNOWN for anything else, such as
         a multi-character token)."""
         return np.array([self._index.get(ch, UNKNOWN) for ch in chars], dtype=np.uint64)
+
+    def log_unigram(self, ids: np.ndarray) -> np.ndarray:
+        """log P_1 of each id (nats); a character outside the table (UNKNOWN) counts as unseen,
+        not as the sum of every rare character the unknown id stands for."""
+        ids = np.asarray(ids, dtype=np.int64)
+        return np.where(ids == UNKNOWN, self._log_unseen, self._log_unigram[ids])
 
     def _pack(self, grams: np.ndarray) -> np.ndarray:
         packed = np.zeros(len(grams), dtype=np.uint64)

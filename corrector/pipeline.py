@@ -639,7 +639,12 @@ class Corrector:
         if bundle.particles is not None:
             particle_gain = bundle.particles.candidate_gains(sites, cands.position.tolist(), targets)
         detect_prob = probs[rows_t, index_t].numpy().astype(np.float64)
-        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context, particle_gain)
+        unigrams = None
+        if bundle.ngram is not None:
+            source_lm = self.vocab_to_lm[source_ids.numpy().astype(np.int64)]
+            unigrams = (bundle.ngram.log_unigram(source_lm), bundle.ngram.log_unigram(self.vocab_to_lm[cands.target_id]))
+        x = self._features(cands, detect_prob, in_noun, orig_word, cand_word, source_counts, context, particle_gain,
+                           unigrams)
         recheck = self._select_for_recheck(cands, x, threshold, calibrate)
         rechecked = torch.zeros(len(cands), dtype=torch.bool)
         if recheck:
@@ -830,10 +835,12 @@ class Corrector:
     @staticmethod
     def _features(cands: Candidates, detect_prob: np.ndarray, in_noun: np.ndarray, orig_word: np.ndarray,
                   cand_word: np.ndarray, source_counts: np.ndarray | None,
-                  context: np.ndarray | None = None, particle_gain: np.ndarray | None = None) -> torch.Tensor:
+                  context: np.ndarray | None = None, particle_gain: np.ndarray | None = None,
+                  unigrams: tuple[np.ndarray, np.ndarray] | None = None) -> torch.Tensor:
         """The (N, len(FEATURES)) feature matrix; per-position inputs are indexed by position;
         `context`: (N, 2) context count and bigram occurrences per candidate (or None);
-        `particle_gain`: the particle classifier's gain per candidate (or None)."""
+        `particle_gain`: the particle classifier's gain per candidate (or None); `unigrams`: the
+        n-gram LM's log P_1 of each position's written character and of each candidate (or None)."""
         n = cands.position
         lm_gain = np.clip(cands.lm_gain, -20.0, 20.0)
         relation = cands.relation
@@ -869,6 +876,10 @@ class Corrector:
             "ctx_log_count": ctx_log_count,
             "ctx_log_rate": ctx_log_rate,
             "particle_gain": np.zeros(len(cands)) if particle_gain is None else np.clip(particle_gain, -20.0, 20.0),
+            # How common the written character and the candidate are: a rare character in common
+            # words (玥 in 条玥, 樏 in 日积月樏) is more often a slip than a common one.
+            "source_unigram": np.zeros(len(cands)) if unigrams is None else unigrams[0][n],
+            "target_unigram": np.zeros(len(cands)) if unigrams is None else unigrams[1],
             "prior": np.zeros(len(cands)),  # the scorer fills it from the others (Scorer.with_prior)
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)

@@ -92,6 +92,8 @@ FEATURES: tuple[str, ...] = (
     "ctx_log_count",
     "ctx_log_rate",
     "particle_gain",
+    "source_unigram",
+    "target_unigram",
     "prior",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}

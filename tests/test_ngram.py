@@ -69,6 +69,14 @@ def test_gain_is_the_difference_of_whole_text_log_probs(lm):
         assert gain == pytest.approx(total(changed) - total(text), abs=1e-9)
 
 
+def test_unigram_log_probs_rank_common_over_rare_and_unknown_as_unseen(lm):
+    ids = lm.ids("应他员\u9fff")  # 12, 6 and 3 occurrences; the last is not in the table
+    logp = lm.log_unigram(ids)
+    total = float(lm.counts[0].sum()) + len(lm.chars)
+    assert logp[0] == pytest.approx(np.log(13 / total))
+    assert logp[0] > logp[1] > logp[2] > logp[3] == pytest.approx(np.log(1 / total))
+
+
 def test_save_load_round_trip_with_narrow_storage(lm, tmp_path):
     path = lm.save(tmp_path)
     assert path.name == FILENAME
@@ -147,3 +155,9 @@ def test_pipeline_uses_the_lm_to_rank_confusable_candidates(tiny_model_dir, tmp_
     scored = corrector.score_candidates(["少先队员因该为老人让坐"])
     best = {c.position: c for c in scored if c.best}
     assert best[4].target == "应" and best[4].features["lm_gain"] > 0
+    # How common the written character and the candidate are, from the LM's unigram counts.
+    lm = corrector.bundle.ngram
+    for c in scored:
+        assert c.features["source_unigram"] == pytest.approx(float(lm.log_unigram(lm.ids(c.source))[0]), abs=1e-5)
+        assert c.features["target_unigram"] == pytest.approx(float(lm.log_unigram(lm.ids(c.target))[0]), abs=1e-5)
+    assert best[10].features["target_unigram"] > best[10].features["source_unigram"]  # 座 is written 12 times, 坐 3
