@@ -84,7 +84,8 @@ python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --exclude "$RUNS/f
 [ -f "$RUNS/finetune/particles.safetensors" ] || python -m corrector.pretrain particles --corpus "$SHARED/corpus" \
   --output "$RUNS/finetune" --pairs "${REAL_TRAIN[@]}" --exclude "$RUNS/finetune/dev.tsv"
 
-# The scorer's prior network: the LM's, error pairs' and confusion sets' evidence fitted on the real
+# The scorer's prior network: the LM's (gains, and since session 32 how common the written character and the
+# candidate are), error pairs' and confusion sets' evidence fitted on the real
 # training pairs, each half counted without the other (the networks memorised these pairs, so the
 # scorer proper is fitted on the dev split alone). calibrate keeps it and reads its output.
 python -m corrector.finetune prior --model "$RUNS/finetune" --train "${REAL_TRAIN[@]}" \
