@@ -495,3 +495,30 @@ def test_calibrate_cli_seed_members_and_fit_detection_threshold(tiny_model_dir: 
              if line.startswith("dev:")]
     assert count and count[0] <= int(broad.split(" candidates")[0].split()[-1])
     assert main([*base, "--members", "0"]) == 2
+
+
+def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_path: Path, capsys):
+    """`finetune heldout`: for each split seed, both halves fitted and scored (one and two passes),
+    with the model's own flag settings; the same seeds give the same halves and figures."""
+    from corrector.finetune.__main__ import main
+    from corrector.finetune.calibrate import calibrate
+
+    dev, model = calibration_inputs(tiny_model_dir, tmp_path)
+    write_pairs(dev, toy_pairs()[:20])
+    calibrate(model, dev, detection_grid=(0.5,), margin_grid=(None,), hidden=4, members=1, held_out=False,
+              log=lambda *_: None)
+    report_path = tmp_path / "heldout.json"
+    args = ["heldout", "--model", str(model), "--dev", str(dev), "--splits", "2", "--first-split", "3",
+            "--members", "1", "--fit-detection-threshold", "0", "--json", str(report_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "dev: 20 sentences" in out and "held-out dev correction F1 over 4 halves" in out
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    halves = report["halves"]
+    assert [(h["split"], h["fit_half"]) for h in halves] == [(3, 0), (3, 1), (4, 0), (4, 1)]
+    assert all(0.0 <= h["one_pass"] <= 1.0 and 0.0 <= h["two_passes"] <= 1.0 for h in halves)
+    assert report["one_pass"] == round(sum(h["one_pass"] for h in halves) / 4, 4)
+    assert main(args) == 0 and json.loads(report_path.read_text(encoding="utf-8")) == report  # deterministic
+    capsys.readouterr()
+    assert main([*args[:5], "--splits", "0"]) == 2
+    assert "--splits must be at least 1" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,ship}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,heldout,ship}` — spelling-correction fine-tuning.
 
 Examples:
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
@@ -9,6 +9,7 @@ Examples:
     python -m corrector.finetune prior --model runs/finetune --train ../shared/data/csc/sighan/train2015.tsv … \
         --exclude runs/finetune/dev.tsv --corpus ../shared/data/corpus
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
+    python -m corrector.finetune heldout --model runs/finetune --dev runs/finetune/dev.tsv --splits 8 --json ho.json
     python -m corrector.finetune ship --model runs/finetune --output data/model
 """
 
@@ -133,6 +134,19 @@ def main(argv: list[str] | None = None) -> int:
                      help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
                           "scorer on them; the corrector then proposes them with this scorer")
 
+    held = commands.add_parser("heldout", help="held-out dev F1 of a calibrated model over random half splits of dev, "
+                                               "both ways (scorer refitted on one half, scored on the other)")
+    held.add_argument("--model", required=True, help="calibrated model directory (its scorer.json gives the settings)")
+    held.add_argument("--dev", required=True, help="the dev split the model was calibrated on")
+    held.add_argument("--splits", type=int, default=8, help="random half splits, each used both ways (default: 8)")
+    held.add_argument("--first-split", type=int, default=0,
+                      help="seed of the first split (default: 0): splits FIRST .. FIRST+SPLITS-1")
+    held.add_argument("--members", type=int, default=5, help="scorer networks averaged per fit (default: 5)")
+    held.add_argument("--fit-detection-threshold", type=float, default=0.01,
+                      help="detection threshold of the candidates the scorer is fitted on (default: 0.01)")
+    held.add_argument("--batch-size", type=int, default=32)
+    held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
+
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
     ship.add_argument("--output", required=True, help="release directory (e.g. data/model)")
@@ -153,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                               shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
                               hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
             return 0
+        if args.command == "heldout":
+            return run_heldout(args)
         if args.command == "train":
             from .train import train as run_training
 
@@ -171,6 +187,29 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def run_heldout(args: argparse.Namespace) -> int:
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from .calibrate import held_out_splits
+
+    if args.splits < 1:
+        raise ValueError(f"--splits must be at least 1, got {args.splits}")
+    scores = held_out_splits(args.model, args.dev, range(args.first_split, args.first_split + args.splits),
+                             batch_size=args.batch_size, fit_detection_threshold=args.fit_detection_threshold,
+                             members=args.members)
+    one = sum(s.one_pass for s in scores) / len(scores)
+    two = sum(s.two_passes for s in scores) / len(scores)
+    print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "dev": args.dev, "one_pass": round(one, 4),
+                                               "two_passes": round(two, 4),
+                                               "halves": [asdict(s) for s in scores]}, indent=1) + "\n",
+                                   encoding="utf-8")
+    return 0
 
 
 def run_ship(args: argparse.Namespace) -> int:

@@ -32,7 +32,9 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..datasets import read_dataset
@@ -291,23 +293,101 @@ def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, 
 def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int) -> float | None:
     """Mean over both ways of: fit on one half of dev (alternate sentences), edit threshold swept
     on it, sentence correction F1 on the other half at that threshold. `make_trial(scorer
-    config)` builds the corrector to run. One pipeline run over dev per way: both halves are
-    swept from it. None when a half's candidates are all gold or all wrong."""
+    config)` builds the corrector to run. None when a half's candidates are all gold or all wrong."""
+    alternate = [i % 2 for i in range(len(examples))]
+    scores = [fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, alternate, fit_half)
+              for fit_half in (0, 1)]
+    if any(score is None for score in scores):
+        return None
+    return sum(score.one_pass for score in scores) / len(scores)
+
+
+@dataclass(frozen=True)
+class HalfScore:
+    """One way of one half split: the scorer fitted and its edit threshold swept on `fit_half`,
+    sentence correction F1 measured on the other half."""
+
+    split: int
+    fit_half: int
+    threshold: float
+    one_pass: float
+    two_passes: float | None  # None when not asked for
+
+
+def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
+                  half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False) -> HalfScore | None:
+    """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
+    edit threshold on them (one pass, as `evaluate.sweep.calibrate` does: one pipeline run over
+    dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
+    and with `two_passes` also as the corrector runs by default (`CorrectorConfig.passes`). None
+    when the fit half's candidates are all gold or all wrong."""
     from evaluate.runner import run_system
     from evaluate.sweep import best_point, single_pass, sweep
 
-    halves = [[i for i in range(len(examples)) if i % 2 == half] for half in (0, 1)]
+    picked = [k for k, cand in enumerate(candidates) if half_of[cand.text_index] == fit_half]
+    fit_labels = [labels[k] for k in picked]
+    if not any(fit_labels) or all(fit_labels):
+        return None
+    trial = make_trial(Scorer.fit([candidates[k].features for k in picked], fit_labels, **fit_options))
+    results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
+    fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
+    test_idx = [i for i in range(len(examples)) if half_of[i] != fit_half]
+    tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS)).threshold
+    test = [examples[i] for i in test_idx]
+    one = sweep(test, [results[i] for i in test_idx], [tuned])[0].value("sentence.correction.f1")
+    two = None
+    if two_passes:
+        again, _ = run_system(trial.with_passes(2), [e.source for e in test], batch_size=batch_size, threshold=tuned)
+        two = sweep(test, again, [tuned])[0].value("sentence.correction.f1")
+    return HalfScore(split, fit_half, tuned, one, two)
+
+
+def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int], batch_size: int = 32,
+                    fit_detection_threshold: float = 0.01, members: int = DEFAULT_MEMBERS, seed: int = 0,
+                    log=print) -> list[HalfScore]:
+    """How well a model's scorer form generalises on its dev split, as sessions 28-33 chose
+    between models (`finetune heldout`): for each split number, dev is shuffled with that seed and
+    cut in two halves, and `fit_and_score` runs both ways — the scorer networks refitted on one
+    half (the model's inputs and prior, `members` networks), the edit threshold swept there, F1 on
+    the other half with one and two passes. The flag settings are the model's own (scorer.json);
+    the candidates those of `calibrate --fit-detection-threshold`. Two models compared over the
+    same split numbers are compared on the same halves; a single way of one split moves by ~0.02
+    between halves, so compare means and how many halves are better, over 16 or more."""
+    bundle = load_model(str(model_dir))
+    examples = read_dataset(str(dev)).same_length_examples
+    if not examples:
+        raise ValueError(f"dev set {dev} has no usable pairs")
+    config = bundle.scorer_config
+    setting = {name: config[name] for name in ("detection_threshold", "generator_flag_margin",
+                                               "generator_flag_lm_weight", "context_flag_rate") if name in config}
+    setting.update(particle_flags(bundle))
+    sources = [e.source for e in examples]
+    candidates = flagged_candidates(bundle, sources, CorrectorConfig(recheck_top=0),
+                                    setting.get("generator_flag_margin"), setting.get("generator_flag_lm_weight", 0.0),
+                                    setting.get("context_flag_rate"), fit_detection_threshold, batch_size)
+    labels = candidate_labels(candidates, sources, [e.target for e in examples])
+    prior = config.get("prior")
+    inputs = (config.get("mlp") or {}).get("inputs") or [n for n in DEFAULT_INPUTS if n not in WORD_FEATURES]
+    fit_options = dict(l2=1e-2, hidden=DEFAULT_HIDDEN, inputs=list(inputs), seed=seed, members=members,
+                       base={"prior": prior} if prior else None)
+    log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold; flags {setting}")
+
+    def make_trial(scorer_config: dict) -> Corrector:
+        return Corrector(bundle, scorer={**scorer_config, **setting}, config=CorrectorConfig())
+
     scores = []
-    for fit_half, test_half in ((0, 1), (1, 0)):
-        picked = [k for k, cand in enumerate(candidates) if cand.text_index % 2 == fit_half]
-        half_labels = [labels[k] for k in picked]
-        if not any(half_labels) or all(half_labels):
-            return None
-        trial = make_trial(Scorer.fit([candidates[k].features for k in picked], half_labels, **fit_options))
-        # One pass, swept below, as `evaluate.sweep.calibrate` does.
-        results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
-        fit, test = ([examples[i] for i in halves[h]] for h in (fit_half, test_half))
-        fit_results, test_results = ([results[i] for i in halves[h]] for h in (fit_half, test_half))
-        tuned = best_point(sweep(fit, fit_results, EDIT_THRESHOLDS)).threshold
-        scores.append(sweep(test, test_results, [tuned])[0].value("sentence.correction.f1"))
-    return sum(scores) / len(scores)
+    for split in splits:
+        order = list(range(len(examples)))
+        random.Random(split).shuffle(order)
+        half_of = [0] * len(examples)
+        for rank, i in enumerate(order):
+            half_of[i] = int(rank < len(order) // 2)
+        for fit_half in (0, 1):
+            score = fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, half_of,
+                                  fit_half, split=split, two_passes=True)
+            if score is None:
+                raise ValueError(f"split {split}: half {fit_half}'s candidates are all gold or all wrong")
+            log(f"split {split} fit half {fit_half}: edit threshold {score.threshold:.2f}, "
+                f"F1 one pass {score.one_pass:.4f}, two passes {score.two_passes:.4f}")
+            scores.append(score)
+    return scores
