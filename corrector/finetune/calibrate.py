@@ -358,30 +358,27 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     if not examples:
         raise ValueError(f"dev set {dev} has no usable pairs")
     config = bundle.scorer_config
-    setting = {name: config[name] for name in ("detection_threshold", "generator_flag_margin",
-                                               "generator_flag_lm_weight", "context_flag_rate") if name in config}
-    setting.update(particle_flags(bundle))
+    flags = Scorer.from_config(config)  # the model's own flag settings, kept by every refit below
     sources = [e.source for e in examples]
-    candidates = flagged_candidates(bundle, sources, CorrectorConfig(recheck_top=0),
-                                    setting.get("generator_flag_margin"), setting.get("generator_flag_lm_weight", 0.0),
-                                    setting.get("context_flag_rate"), fit_detection_threshold, batch_size)
+    candidates = flagged_candidates(bundle, sources, CorrectorConfig(recheck_top=0), flags.generator_flag_margin,
+                                    flags.generator_flag_lm_weight, flags.context_flag_rate, fit_detection_threshold,
+                                    batch_size)
     labels = candidate_labels(candidates, sources, [e.target for e in examples])
-    prior = config.get("prior")
     inputs = (config.get("mlp") or {}).get("inputs") or [n for n in DEFAULT_INPUTS if n not in WORD_FEATURES]
-    fit_options = dict(l2=1e-2, hidden=DEFAULT_HIDDEN, inputs=list(inputs), seed=seed, members=members,
-                       base={"prior": prior} if prior else None)
-    log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold; flags {setting}")
+    # `base`: the fit keeps the model's prior network, thresholds and flag settings, and refits the scorer networks.
+    fit_options = dict(l2=1e-2, hidden=DEFAULT_HIDDEN, inputs=list(inputs), seed=seed, members=members, base=config)
+    log(f"dev: {len(examples)} sentences, {len(candidates)} candidates, {sum(labels)} gold")
 
     def make_trial(scorer_config: dict) -> Corrector:
-        return Corrector(bundle, scorer={**scorer_config, **setting}, config=CorrectorConfig())
+        return Corrector(bundle, scorer=scorer_config, config=CorrectorConfig())
 
     scores = []
     for split in splits:
         order = list(range(len(examples)))
         random.Random(split).shuffle(order)
         half_of = [0] * len(examples)
-        for rank, i in enumerate(order):
-            half_of[i] = int(rank < len(order) // 2)
+        for i in order[: len(order) // 2]:
+            half_of[i] = 1
         for fit_half in (0, 1):
             score = fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, half_of,
                                   fit_half, split=split, two_passes=True)
