@@ -245,7 +245,10 @@ def test_score_candidates_and_fit(trained):
     assert config["threshold"] == trained.scorer.threshold
     json.dumps(config)  # scorer.json material
     refit = Corrector(trained.bundle, scorer=config, confusion=trained.confusion)
-    assert refit.correct(WRONG).target == RIGHT
+    # One pass: the second examines every character beside an edit, flagged or not, where a
+    # logistic fit on three gold candidates extrapolates to any confidence (the shipped scorer is
+    # fitted on ~85 k candidates, down to detection threshold 0.01).
+    assert refit.with_passes(1).correct(WRONG).target == RIGHT
 
 
 def test_lm_margin_compares_each_candidate_with_the_best_other_one_at_its_position():
@@ -697,6 +700,21 @@ def test_second_pass_may_only_change_the_given_offsets(wild):
     assert len(everywhere.edits) > 4  # the wild model changes what it may ...
     only = wild._correct_once([text], None, 0.0, only=[{3, 4}])[0]
     assert only.edits and {e.position for e in only.edits} <= {3, 4}  # ... and here only these
+
+
+def test_second_pass_examines_its_offsets_whether_flagged_or_not(tiny_model_dir, confusion, monkeypatch):
+    import corrector.pipeline as pipeline
+
+    config = CorrectorConfig(max_edits_per_sentence=10_000, passes=1)
+    corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.5, confusion=confusion,
+                          config=config)
+    # A discriminator that flags nothing, and no other flag rule (the default scorer has none).
+    monkeypatch.setattr(pipeline, "detect", lambda bundle, batch: torch.zeros(batch.input_ids.shape[0],
+                                                                              batch.input_ids.shape[1] - 2))
+    text = "今天天气很好，我们一起去公园散步。"
+    assert corrector._correct_once([text], None, 0.0)[0].edits == []  # the first pass examines nothing
+    second = corrector._correct_once([text], None, 0.0, only=[{3, 4}])[0]
+    assert {e.position for e in second.edits} == {3, 4}  # every offset examined, best candidate accepted
 
 
 def test_two_passes_merge_into_edits_of_the_original_text(trained):
