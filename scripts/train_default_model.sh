@@ -97,6 +97,7 @@ python -m corrector.finetune prior --model "$RUNS/finetune" --train "${REAL_TRAI
 # this way; session 29's shipped scorer was refitted at that setting alone (--detection-grid 0.05
 # --margin-grid -0.5 --flag-lm-weights 0.5 --context-flag-rates 0.5 --fit-detection-threshold 0.01),
 # since the full grid's choice with the prior (detection 0.02, margin 0) was no better held out.
+# Since session 34 the dev split's correct sides are added as error-free sentences (the default).
 python -m corrector.finetune calibrate --model "$RUNS/finetune" --dev "$RUNS/finetune/dev.tsv" --detection-grid 0.01 0.02 0.05
 
 # Release: fp16 weights (safetensors), tokenizer, scorer.json, ngram.safetensors, error_pairs.json,
@@ -111,6 +112,10 @@ python -m corrector.finetune ship --model "$RUNS/finetune" --output "$OUT"
 python -m corrector.pretrain ngram --corpus "$SHARED/corpus" --output "$OUT" --order "$NGRAM_ORDER" --pairs "${REAL_TRAIN[@]}"
 python -m corrector.finetune pairs --train "${REAL_TRAIN[@]}" --output "$OUT"
 python -m corrector.pretrain particles --corpus "$SHARED/corpus" --output "$OUT" --pairs "${REAL_TRAIN[@]}"
+
+# The README's example is a promise: among the edit thresholds within 0.002 of the best dev F1 (the
+# sweep calibrate stored), the one nearest the best at which the release corrects it (session 34).
+python -m corrector.finetune require --model "$OUT" --pair 少先队员因该为老人让坐 少先队员应该为老人让座
 
 python -m evaluate "$CSC/sighan/test2013.tsv" "$CSC/sighan/test2014.tsv" "$CSC/sighan/test2015.tsv" \
   "$CSC/ecspell/law.test.tsv" "$CSC/ecspell/med.test.tsv" "$CSC/ecspell/odw.test.tsv" \

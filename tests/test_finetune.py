@@ -229,7 +229,11 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
     assert saved == config
     assert {"weights", "threshold", "detection_threshold", "calibration"} <= set(saved)
     assert saved["detection_threshold"] in (0.3, 0.5)
-    assert saved["calibration"]["dev_sentences"] == 5
+    assert saved["calibration"]["correct_sides"] == 3  # the three pairs with errors, error-free once more
+    assert saved["calibration"]["dev_sentences"] == 5 + 3
+    curve = saved["calibration"]["curve"]  # the chosen setting's sweep, for `require`
+    assert all(len(point) == 4 for point in curve)
+    assert [saved["threshold"], saved["calibration"]["dev_f1"]] in [point[:2] for point in curve]
     assert saved["generator_input"] == "masked"  # the tiny pre-trained pair's
     assert 0.0 <= saved["calibration"]["held_out_f1"] <= 1.0  # the held-out path ran
     breakdown = saved["calibration"]["error_breakdown"]
@@ -512,7 +516,7 @@ def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_pa
             "--members", "1", "--fit-detection-threshold", "0", "--json", str(report_path)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "dev: 20 sentences" in out and "held-out dev correction F1 over 4 halves" in out
+    assert "dev: 32 sentences (20 pairs + 12 correct sides)" in out and "held-out dev correction F1 over 4 halves" in out
     report = json.loads(report_path.read_text(encoding="utf-8"))
     halves = report["halves"]
     assert [(h["split"], h["fit_half"]) for h in halves] == [(3, 0), (3, 1), (4, 0), (4, 1)]
@@ -522,3 +526,56 @@ def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_pa
     capsys.readouterr()
     assert main([*args[:5], "--splits", "0"]) == 2
     assert "--splits must be at least 1" in capsys.readouterr().err
+    assert main([*args[:9], "--members", "1", "--no-correct-sides"]) == 0
+    assert "dev: 20 sentences (20 pairs + 0 correct sides)" in capsys.readouterr().out
+
+
+def test_correct_sides_are_error_free_pairs_that_stay_with_their_pair():
+    """`with_correct_sides`: each pair with errors once more as its correct side, nothing else;
+    `pair_of` names the pair, so a held-out split keeps the two (nearly the same text) together."""
+    from corrector.datasets import Example
+    from corrector.finetune.calibrate import with_correct_sides
+
+    pairs = [Example(source=s, target=t, id=str(i + 1), line=i + 1) for i, (s, t) in enumerate(toy_pairs()[:5])]
+    examples, pair_of = with_correct_sides(pairs)
+    assert examples[:5] == pairs and len(examples) == 8 and len(pair_of) == 8
+    added = examples[5:]
+    assert [e.source for e in added] == [pairs[i].target for i in (0, 1, 3)]
+    assert all(not e.has_error and e.id.endswith(":correct") for e in added)
+    assert pair_of == [0, 1, 2, 3, 4, 0, 1, 3]
+    assert with_correct_sides([pairs[2], pairs[4]]) == ([pairs[2], pairs[4]], [0, 1])  # none with errors: none added
+
+
+def test_require_takes_the_nearest_near_best_threshold_that_makes_the_promised_corrections(
+        trained_model_dir: Path, tmp_path: Path, capsys):
+    """`finetune require`: among the stored dev sweep's thresholds within the tolerance of the
+    best dev F1, the one nearest the best at which the model makes every required correction;
+    recorded, repeatable, and refused (file untouched) when no near-best threshold makes them."""
+    import shutil
+
+    from corrector.finetune.__main__ import main
+
+    wrong, right = "少先队员因该为老人让坐", "少先队员应该为老人让座"
+    model = tmp_path / "model"
+    shutil.copytree(trained_model_dir, model)
+    # The trained tiny pair makes both edits at ~0.999: the "best" threshold 0.999999 makes neither.
+    curve = [[0.999999, 0.6, 0.7, 0.5], [0.9, 0.5985, 0.6, 0.6], [0.5, 0.598, 0.6, 0.6], [0.1, 0.4, 0.3, 0.7]]
+    scorer_path = model / "scorer.json"
+    scorer_path.write_text(json.dumps({"threshold": 0.999999, "calibration": {"curve": curve, "dev_f1": 0.6}}),
+                           encoding="utf-8")
+    args = ["require", "--model", str(model), "--pair", wrong, right]
+    assert main(args) == 0
+    saved = json.loads(scorer_path.read_text(encoding="utf-8"))
+    assert saved["threshold"] == 0.9  # 0.5 also qualifies, but 0.9 is nearer the best
+    calibration = saved["calibration"]
+    assert calibration["required"] == [[wrong, right]]
+    assert (calibration["unconstrained_threshold"], calibration["unconstrained_dev_f1"]) == (0.999999, 0.6)
+    assert (calibration["dev_f1"], calibration["dev_precision"], calibration["dev_recall"]) == (0.5985, 0.6, 0.6)
+    assert main(args) == 0 and json.loads(scorer_path.read_text(encoding="utf-8")) == saved  # from the same best
+    capsys.readouterr()
+
+    assert main([*args, "--tolerance", "0.001"]) == 2  # only the best itself is near enough, and it fails
+    assert "no edit threshold within 0.001" in capsys.readouterr().err
+    assert json.loads(scorer_path.read_text(encoding="utf-8")) == saved
+    scorer_path.write_text(json.dumps({"threshold": 0.5}), encoding="utf-8")
+    assert main(args) == 2 and "no calibration curve" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,heldout,ship}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,heldout,require,ship}` — spelling-correction fine-tuning.
 
 Examples:
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
@@ -11,6 +11,7 @@ Examples:
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
     python -m corrector.finetune heldout --model runs/finetune --dev runs/finetune/dev.tsv --splits 8 --json ho.json
     python -m corrector.finetune ship --model runs/finetune --output data/model
+    python -m corrector.finetune require --model data/model --pair 少先队员因该为老人让坐 少先队员应该为老人让座
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from ..training import add_config_arguments, config_from_args
 from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
 
+CORRECT_SIDES_HELP = ("add the correct side of every dev pair with errors as an error-free sentence (default: on; "
+                      "the tests and text in use are half error-free or more, a dev split carved from SIGHAN's "
+                      "training sets is not)")
 HELP = {
     "train": "training data files (TSV label/source/target, source/target, JSON/JSONL, SIGHAN pairs)",
     "init": "pre-trained model directory (discriminator/ + generator/) or hub discriminator id",
@@ -133,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--word-candidates", action="store_true",
                      help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
                           "scorer on them; the corrector then proposes them with this scorer")
+    cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
+                     help=CORRECT_SIDES_HELP)
 
     held = commands.add_parser("heldout", help="held-out dev F1 of a calibrated model over random half splits of dev, "
                                                "both ways (scorer refitted on one half, scored on the other)")
@@ -145,7 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--fit-detection-threshold", type=float, default=0.01,
                       help="detection threshold of the candidates the scorer is fitted on (default: 0.01)")
     held.add_argument("--batch-size", type=int, default=32)
+    held.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
+                      help=CORRECT_SIDES_HELP + "; each goes with its pair")
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
+
+    req = commands.add_parser("require", help="set a calibrated model's edit threshold so that it makes the given "
+                                              "corrections, among thresholds near-equal on dev; rewrites scorer.json")
+    req.add_argument("--model", required=True, help="calibrated model directory (e.g. the release, after its tables)")
+    req.add_argument("--pair", nargs=2, action="append", required=True, metavar=("SOURCE", "TARGET"),
+                     help="a correction the model must make (repeatable)")
+    req.add_argument("--tolerance", type=float, default=None,
+                     help="dev correction F1 the required corrections may cost (default: 0.002)")
 
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
@@ -169,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "heldout":
             return run_heldout(args)
+        if args.command == "require":
+            from .calibrate import require
+
+            require(args.model, [tuple(pair) for pair in args.pair],
+                    **({"tolerance": args.tolerance} if args.tolerance is not None else {}))
+            return 0
         if args.command == "train":
             from .train import train as run_training
 
@@ -182,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   ("context_rate_grid", args.context_flag_rates)) if value}
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
                   members=args.members, fit_detection_threshold=args.fit_detection_threshold,
-                  generator_input=args.generator_input, word_candidates=args.word_candidates, **grids)
+                  generator_input=args.generator_input, word_candidates=args.word_candidates,
+                  correct_sides=args.correct_sides, **grids)
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -200,7 +223,7 @@ def run_heldout(args: argparse.Namespace) -> int:
         raise ValueError(f"--splits must be at least 1, got {args.splits}")
     scores = held_out_splits(args.model, args.dev, range(args.first_split, args.first_split + args.splits),
                              batch_size=args.batch_size, fit_detection_threshold=args.fit_detection_threshold,
-                             members=args.members)
+                             members=args.members, correct_sides=args.correct_sides)
     one = sum(s.one_pass for s in scores) / len(scores)
     two = sum(s.two_passes for s in scores) / len(scores)
     print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
