@@ -45,6 +45,13 @@ GENERATOR_INPUTS = ("masked", "source")
 GENERATOR_INPUT_KEY = "csc_generator_input"  # in generator/config.json, set by fine-tuning
 
 
+def write_scorer_config(model_dir: str | Path, config: dict) -> Path:
+    """Write `config` as the model directory's scorer.json (what `load_model` reads back)."""
+    path = Path(model_dir) / SCORER_FILE
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
 def default_model_path() -> str:
     """`$CORRECTOR_MODEL` if set, else the model shipped under `data/model`."""
     return os.environ.get(MODEL_ENV_VAR) or str(DEFAULT_MODEL_DIR)

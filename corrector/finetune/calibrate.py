@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..datasets import Example, read_dataset
-from ..models import SCORER_FILE, load_model
+from ..models import SCORER_FILE, load_model, write_scorer_config
 from ..pipeline import Corrector, CorrectorConfig
 from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
 
@@ -192,7 +192,9 @@ def require(model_dir: str | Path, required: Sequence[tuple[str, str]], toleranc
     if not required:
         raise ValueError("nothing required: give at least one (source, target) pair")
     best = calibration.get("unconstrained_threshold", config["threshold"])
-    best_f1 = next(f1 for threshold, f1, *_ in curve if threshold == best)
+    best_f1 = next((f1 for threshold, f1, *_ in curve if threshold == best), None)
+    if best_f1 is None:
+        raise ValueError(f"{path}: edit threshold {best} is not on its calibration curve: run calibrate again")
     near = sorted((point for point in curve if point[1] >= best_f1 - tolerance), key=lambda point: abs(point[0] - best))
     corrector = Corrector(load_model(str(model_dir)), scorer=config)
     chosen = next((point for point in near
@@ -206,7 +208,7 @@ def require(model_dir: str | Path, required: Sequence[tuple[str, str]], toleranc
     config["calibration"] = {**calibration, "required": [list(pair) for pair in required],
                              "unconstrained_threshold": best, "unconstrained_dev_f1": best_f1,
                              "dev_f1": f1, "dev_precision": precision, "dev_recall": recall}
-    path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write_scorer_config(model_dir, config)
     log(f"edit threshold {threshold:.2f} (dev correction F1 {f1:.4f}; unconstrained {best:.2f}, {best_f1:.4f}): "
         f"every required correction made; wrote {path}")
     return config
@@ -347,8 +349,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
                   for p in curve],
         "error_breakdown": breakdown,
     }
-    path = Path(model_dir) / SCORER_FILE
-    path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path = write_scorer_config(model_dir, config)
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
         f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")

@@ -33,7 +33,7 @@ import torch
 
 from ..datasets import HeldOut, correct_sides, training_pairs
 from ..error_pairs import ErrorPairs
-from ..models import SCORER_FILE, load_model
+from ..models import SCORER_FILE, load_model, write_scorer_config
 from ..ngram import NgramLM
 from ..particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
 from ..particles import featurize, fit_with_pairs, training_sites
@@ -133,7 +133,7 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
                           "pairs": len(pool), "folds": folds, "shared_span": shared_span,
                           "candidates": len(labels), "gold": sum(labels)}
     scorer["prior"] = prior
-    path.write_text(json.dumps(scorer, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write_scorer_config(model_dir, scorer)
     log(f"wrote the prior network ({hidden} units over {len(prior['inputs'])} features, {len(labels)} candidates, "
         f"{sum(labels)} gold) into {path}; now run `calibrate`, which fits the scorer on its output")
     return prior
