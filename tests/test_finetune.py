@@ -579,3 +579,24 @@ def test_require_takes_the_nearest_near_best_threshold_that_makes_the_promised_c
     assert json.loads(scorer_path.read_text(encoding="utf-8")) == saved
     scorer_path.write_text(json.dumps({"threshold": 0.5}), encoding="utf-8")
     assert main(args) == 2 and "no calibration curve" in capsys.readouterr().err
+
+
+def test_dev_seed_keeps_the_dev_split_when_the_seed_changes(tmp_path: Path):
+    """A continued fine-tune with a new --seed (new data order) still holds out its model's dev split."""
+    from corrector.finetune.train import FinetuneConfig, load_training_pairs
+
+    data = tmp_path / "train.tsv"
+    write_pairs(data, [(f"第{i}句话很好。", f"第{i}句话很好。") for i in range(200)])
+
+    def dev_of(name: str, **seeds) -> str:
+        out = tmp_path / name
+        out.mkdir()
+        cfg = FinetuneConfig(train=[str(data)], dev_from=[str(data)], dev_share=0.1, **seeds)
+        train_pairs = load_training_pairs(cfg, out, lambda *_: None)
+        assert len(train_pairs) == 180
+        return (out / "dev.tsv").read_text(encoding="utf-8")
+
+    reference = dev_of("a", seed=7)
+    assert dev_of("b", seed=1, dev_seed=7) == reference
+    assert dev_of("c", seed=2, dev_seed=7) == reference
+    assert dev_of("d", seed=1) != reference

@@ -34,6 +34,8 @@ HELP = {
     "output": "output directory: checkpoints/, metrics.jsonl, dev.tsv, the fine-tuned model",
     "dev_from": "training files that give up --dev-share of their pairs to the calibration dev set",
     "dev_share": "share of each --dev-from file held out as dev",
+    "dev_seed": "seed of the dev split (default: --seed); keep it when a continued fine-tune takes another --seed "
+                "for a new data order",
     "max_length": "longest sequence incl. [CLS]/[SEP]; longer sentences are split into windows",
     "batch_size": "sentences per process per micro-step",
     "generator_input": "what the generator reads: 'source' (the text as written; it predicts every character) "
@@ -51,7 +53,7 @@ HELP = {
                     "full-depth model a --generator-layers student is cut from)",
     "distill_weight": "weight of the distillation KL term against the target cross-entropy",
     "distill_temperature": "softmax temperature of the distillation term",
-    "seed": "random seed (dev split, data order, masking)",
+    "seed": "random seed (data order, masking; the dev split too unless --dev-seed)",
 }
 
 

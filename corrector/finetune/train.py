@@ -51,6 +51,9 @@ class FinetuneConfig(LoopConfig):
     output: str = "runs/finetune"
     dev_from: list[str] = field(default_factory=list)  # train files whose held-out share becomes dev.tsv
     dev_share: float = 0.05
+    # Seed of the dev split (None: `seed`). A continued fine-tune that should see the data in a
+    # new order (another `seed`) must still hold out the dev split its model was calibrated on.
+    dev_seed: int | None = None
     max_length: int = 128
     lr: float = 3e-4
     warmup_steps: int = 200
@@ -203,7 +206,7 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
     for spec in cfg.train:  # a file named twice is seen twice (oversampling); its dev share once
         loaded = load_pairs(spec)
         if str(Path(spec)) in dev_files:
-            loaded, held = split_dev(loaded, cfg.dev_share, cfg.seed)
+            loaded, held = split_dev(loaded, cfg.dev_share, cfg.seed if cfg.dev_seed is None else cfg.dev_seed)
             if str(Path(spec)) not in held_out:
                 dev.extend(held)
                 held_out.add(str(Path(spec)))
