@@ -7,6 +7,7 @@
 # six real training sets $DATA/ft/{train2013,train2014,train2015,law.train,med.train,odw.train}.tsv
 # Env: INIT NAME BUDGET GUARD BATCH LR MODE REAL_TIMES STEPS EXTRA_FT (e.g. "--error-weight 10 --generator-from-discriminator")
 #      SYNTH: another synthetic set under $DATA/ft (default synth.tsv.xz), e.g. one made with homophone words
+#      SEED: data order and masking (default 42); the dev split stays seed 42's, the one the shipped model is calibrated on
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -18,8 +19,9 @@ LOGS=${LOGS:-$OUT}; mkdir -p "$LOGS"
 FT=$DATA/ft
 REAL=($FT/train2013.tsv $FT/train2014.tsv $FT/train2015.tsv $FT/law.train.tsv $FT/med.train.tsv $FT/odw.train.tsv)
 SYNTH=${SYNTH:-synth.tsv.xz}; PAIRS=/tmp/${SYNTH%.xz}
-[ -f "$PAIRS" ] || { xz -dc "$FT/$SYNTH" > "$PAIRS.tmp" && mv "$PAIRS.tmp" "$PAIRS"; }
-COMMON=(--init "$INIT" --dev-from "${REAL[@]}" --dev-share 0.08 --batch-size "$BATCH" --generator-input "$MODE" --seed 42 --save-every 1000000)
+[ -f "$PAIRS" ] || { xz -dc "$FT/$SYNTH" > "$PAIRS.tmp" && mv "$PAIRS.tmp" "$PAIRS"; } \
+  || { echo "cannot read $FT/$SYNTH: a git-ignored DATA folder (.gpu) travels only when the device call names it in carry" >&2; exit 1; }
+COMMON=(--init "$INIT" --dev-from "${REAL[@]}" --dev-share 0.08 --batch-size "$BATCH" --generator-input "$MODE" --seed "${SEED:-42}" --dev-seed 42 --save-every 1000000)
 if [ -z "${STEPS:-}" ]; then
 rm -rf /tmp/$NAME-probe
 $PY -m corrector.finetune train "${COMMON[@]}" --train "${REAL[@]}" --output /tmp/$NAME-probe --max-steps "$PROBE" --warmup-steps 10 --log-every 20 \
