@@ -529,6 +529,29 @@ def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_pa
     assert main([*args[:9], "--members", "1", "--no-correct-sides"]) == 0
     assert "dev: 20 sentences (20 pairs + 0 correct sides)" in capsys.readouterr().out
 
+    train = tmp_path / "train.tsv"  # another error in one of dev's correct sentences: its 4 copies have a twin
+    write_pairs(train, [("请大家让做给老人。", "请大家让座给老人。"), *toy_pairs()[:5]])
+    assert main([*args, "--twins-of", str(train)]) == 0
+    out = capsys.readouterr().out
+    assert "dev pairs with a training twin: 4 of 20" in out and "without a training twin, over 4 halves" in out
+    with_twins = json.loads(report_path.read_text(encoding="utf-8"))
+    assert with_twins["two_passes"] == report["two_passes"]  # the same halves, scored once more on a subset
+    assert all(0.0 <= h["two_passes_new"] <= 1.0 for h in with_twins["halves"])
+    assert with_twins["two_passes_new"] == round(sum(h["two_passes_new"] for h in with_twins["halves"]) / 4, 4)
+
+
+def test_training_twins_share_a_run_with_another_training_pair(tmp_path: Path):
+    """A dev pair has a twin when its correct side shares 8 characters with a training pair's that
+    is not itself a dev pair."""
+    from corrector.datasets import Example
+    from corrector.finetune.calibrate import training_twins
+
+    dev = [Example(source=s, target=t, id=str(i), line=i + 1) for i, (s, t) in enumerate(toy_pairs()[:5])]
+    train = tmp_path / "train.tsv"
+    write_pairs(train, [*toy_pairs()[:5], ("昨天我们因该去公园散步了。", "昨天我们应该去公园散步了。")])
+    assert training_twins(dev, [train]) == [False, True, False, False, False]  # 我们应该去公园散步: 9 characters
+    assert training_twins(dev, [train], shared_span=10) == [False] * 5
+
 
 def test_correct_sides_are_error_free_pairs_that_stay_with_their_pair():
     """`with_correct_sides`: each pair with errors once more as its correct side, nothing else;
