@@ -234,7 +234,7 @@ def run_heldout(args: argparse.Namespace) -> int:
     print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
     report = {"model": args.model, "dev": args.dev, "one_pass": round(one, 4), "two_passes": round(two, 4)}
     new = [s for s in scores if s.two_passes_new is not None]
-    if args.twins_of and new:
+    if new:  # only with --twins-of
         report["one_pass_new"] = round(sum(s.one_pass_new for s in new) / len(new), 4)
         report["two_passes_new"] = round(sum(s.two_passes_new for s in new) / len(new), 4)
         print(f"on the sentences without a training twin, over {len(new)} halves: one pass {report['one_pass_new']:.4f}, "

@@ -1,5 +1,12 @@
-# Shared by scripts/gpu/pretrain.sh and finetune.sh (sourced): print a run's metrics, and pack a
-# model directory for the trip back from the GPU machine (files of at most 16 MiB come back).
+# Shared by scripts/gpu/pretrain.sh and finetune.sh (sourced): unpack what travelled, print a run's
+# metrics, and pack a model directory for the trip back from the GPU machine (files of at most 16 MiB come back).
+
+unpack_xz() {  # SRC.xz DEST: DEST from SRC once (atomic, so an interrupted unpack is redone), or stop
+  [ -f "$2" ] && return 0
+  { xz -T4 -dc "$1" > "$2.tmp" && mv "$2.tmp" "$2"; } || {
+    echo "cannot read $1: a git-ignored DATA folder (.gpu) travels only when the device call names it in carry" >&2
+    exit 1; }
+}
 
 show_metrics() {  # DIR KEY...: about ten rows of DIR/metrics.jsonl, the given keys plus step/time/epoch
   "$PY" - "$@" <<'PYEOF'

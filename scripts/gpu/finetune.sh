@@ -19,8 +19,7 @@ LOGS=${LOGS:-$OUT}; mkdir -p "$LOGS"
 FT=$DATA/ft
 REAL=($FT/train2013.tsv $FT/train2014.tsv $FT/train2015.tsv $FT/law.train.tsv $FT/med.train.tsv $FT/odw.train.tsv)
 SYNTH=${SYNTH:-synth.tsv.xz}; PAIRS=/tmp/${SYNTH%.xz}
-[ -f "$PAIRS" ] || { xz -dc "$FT/$SYNTH" > "$PAIRS.tmp" && mv "$PAIRS.tmp" "$PAIRS"; } \
-  || { echo "cannot read $FT/$SYNTH: a git-ignored DATA folder (.gpu) travels only when the device call names it in carry" >&2; exit 1; }
+unpack_xz "$FT/$SYNTH" "$PAIRS"
 COMMON=(--init "$INIT" --dev-from "${REAL[@]}" --dev-share 0.08 --batch-size "$BATCH" --generator-input "$MODE" --seed "${SEED:-42}" --dev-seed 42 --save-every 1000000)
 if [ -z "${STEPS:-}" ]; then
 rm -rf /tmp/$NAME-probe

@@ -20,8 +20,7 @@ OUTDIR=${OUTDIR:-/tmp/pt}
 LOGS=${LOGS:-$OUT}; mkdir -p "$LOGS"
 nvidia-smi -L 2>/dev/null
 $PY -c "import torch, transformers, accelerate; print('torch', torch.__version__, 'tf', transformers.__version__, 'acc', accelerate.__version__, 'cuda', torch.cuda.is_available())"
-[ -f /tmp/tokens.npy ] || { xz -T4 -dc $DATA/tokens.npy.xz > /tmp/tokens.npy.tmp && mv /tmp/tokens.npy.tmp /tmp/tokens.npy; } \
-  || { echo "cannot read $DATA/tokens.npy.xz: a git-ignored DATA folder (.gpu) travels only when the device call names it in carry" >&2; exit 1; }
+unpack_xz "$DATA/tokens.npy.xz" /tmp/tokens.npy
 COMMON=(--corpus /tmp/tokens.npy --vocab $DATA/vocab --preset "$PRESET" --generator-size "$GEN" --batch-size "$BATCH" --dropout 0.1)
 rm -rf /tmp/probe
 $PY -m corrector.pretrain train "${COMMON[@]}" --output /tmp/probe --max-steps "$PROBE" --warmup-steps 10 --log-every 20 --save-every 100000 > "$LOGS/probe.log" 2>&1 || { tail -30 "$LOGS/probe.log"; exit 1; }
