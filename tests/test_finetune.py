@@ -536,8 +536,22 @@ def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_pa
     assert "dev pairs with a training twin: 4 of 20" in out and "without a training twin, over 4 halves" in out
     with_twins = json.loads(report_path.read_text(encoding="utf-8"))
     assert with_twins["two_passes"] == report["two_passes"]  # the same halves, scored once more on a subset
-    assert all(0.0 <= h["two_passes_new"] <= 1.0 for h in with_twins["halves"])
-    assert with_twins["two_passes_new"] == round(sum(h["two_passes_new"] for h in with_twins["halves"]) / 4, 4)
+    assert all(0.0 <= h["subsets"]["new"]["two_passes"] <= 1.0 for h in with_twins["halves"])
+    assert with_twins["subsets"]["new"] == {
+        "one_pass": round(sum(h["subsets"]["new"]["one_pass"] for h in with_twins["halves"]) / 4, 4),
+        "two_passes": round(sum(h["subsets"]["new"]["two_passes"] for h in with_twins["halves"]) / 4, 4),
+        "halves": 4}
+
+    part = tmp_path / "part.tsv"  # dev's 8 copies of the first two pairs (with their correct sides) form a part
+    write_pairs(part, toy_pairs()[:2])
+    assert main([*args, "--part", "first", str(part), "--twins-of", str(train)]) == 0
+    out = capsys.readouterr().out
+    assert "dev pairs from first: 8 of 20" in out and "on the dev pairs from first, over" in out
+    with_part = json.loads(report_path.read_text(encoding="utf-8"))
+    assert with_part["two_passes"] == report["two_passes"] and with_part["subsets"]["new"] == with_twins["subsets"]["new"]
+    assert 1 <= with_part["subsets"]["first"]["halves"] <= 4
+    assert main([*args, "--part", "first"]) == 2
+    assert "--part takes a name and at least one training set" in capsys.readouterr().err
 
 
 def test_training_twins_share_a_run_with_another_training_pair(tmp_path: Path):

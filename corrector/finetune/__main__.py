@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--twins-of", nargs="+", default=[], metavar="TRAIN",
                       help="the training sets: also score each half on its sentences whose correct side shares no "
                            "8-character run with a training pair's (the networks have not seen them)")
+    held.add_argument("--part", nargs="+", action="append", default=[], metavar=("NAME", "TRAIN"),
+                      help="NAME TRAIN...: also score each half on its dev pairs drawn from these training sets "
+                           "(and their correct sides), e.g. --part sighan <SIGHAN's training sets>; repeatable")
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
 
     req = commands.add_parser("require", help="set a calibrated model's edit threshold so that it makes the given "
@@ -226,19 +229,27 @@ def run_heldout(args: argparse.Namespace) -> int:
 
     if args.splits < 1:
         raise ValueError(f"--splits must be at least 1, got {args.splits}")
+    if any(len(part) < 2 for part in args.part):
+        raise ValueError("--part takes a name and at least one training set")
+    parts = {part[0]: part[1:] for part in args.part}
     scores = held_out_splits(args.model, args.dev, range(args.first_split, args.first_split + args.splits),
                              batch_size=args.batch_size, fit_detection_threshold=args.fit_detection_threshold,
-                             members=args.members, correct_sides=args.correct_sides, twins_of=args.twins_of)
+                             members=args.members, correct_sides=args.correct_sides, twins_of=args.twins_of,
+                             parts=parts)
     one = sum(s.one_pass for s in scores) / len(scores)
     two = sum(s.two_passes for s in scores) / len(scores)
     print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
-    report = {"model": args.model, "dev": args.dev, "one_pass": round(one, 4), "two_passes": round(two, 4)}
-    new = [s for s in scores if s.two_passes_new is not None]
-    if new:  # only with --twins-of
-        report["one_pass_new"] = round(sum(s.one_pass_new for s in new) / len(new), 4)
-        report["two_passes_new"] = round(sum(s.two_passes_new for s in new) / len(new), 4)
-        print(f"on the sentences without a training twin, over {len(new)} halves: one pass {report['one_pass_new']:.4f}, "
-              f"two passes {report['two_passes_new']:.4f}")
+    report = {"model": args.model, "dev": args.dev, "one_pass": round(one, 4), "two_passes": round(two, 4),
+              "subsets": {}}
+    for name in [*parts, *(["new"] if args.twins_of else [])]:
+        present = [s.subsets[name] for s in scores if name in s.subsets]
+        if not present:
+            continue
+        report["subsets"][name] = {key: round(sum(f[key] for f in present) / len(present), 4)
+                                   for key in ("one_pass", "two_passes")} | {"halves": len(present)}
+        what = "the sentences without a training twin" if name == "new" else f"the dev pairs from {name}"
+        print(f"on {what}, over {len(present)} halves: one pass {report['subsets'][name]['one_pass']:.4f}, "
+              f"two passes {report['subsets'][name]['two_passes']:.4f}")
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "halves": [asdict(s) for s in scores]}, indent=1) + "\n",
                                    encoding="utf-8")
