@@ -241,10 +241,8 @@ def run_heldout(args: argparse.Namespace) -> int:
     print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
     report = {"model": args.model, "dev": args.dev, "one_pass": round(one, 4), "two_passes": round(two, 4),
               "subsets": {}}
-    for name in [*parts, *(["new"] if args.twins_of else [])]:
+    for name in dict.fromkeys(name for s in scores for name in s.subsets):  # the parts, then "new", as scored
         present = [s.subsets[name] for s in scores if name in s.subsets]
-        if not present:
-            continue
         report["subsets"][name] = {key: round(sum(f[key] for f in present) / len(present), 4)
                                    for key in ("one_pass", "two_passes")} | {"halves": len(present)}
         what = "the sentences without a training twin" if name == "new" else f"the dev pairs from {name}"
