@@ -116,7 +116,11 @@ def _summary_rows(runs_by_dataset: dict[str, list[DatasetRun]]) -> tuple[list[st
             rows.append([name, run.system, *(_fmt(_get(m, key), kind) for _, key, kind in SUMMARY_COLUMNS)])
     if len(runs_by_dataset) > 1:
         for system, metrics in by_system.items():
-            means = [sum(_get(m, key) for m in metrics) / len(metrics) for _, key, _ in SUMMARY_COLUMNS]
+            # Error-free data sets (clean text) have no F1 to average: they count in the FPR only.
+            with_errors = [m for m in metrics if m.get("error_sentences", 1)] or metrics
+            pools = [metrics if key in ("fpr", "sentences_per_second") else with_errors for _, key, _ in SUMMARY_COLUMNS]
+            means = [sum(_get(m, key) for m in pool) / len(pool)
+                     for pool, (_, key, _) in zip(pools, SUMMARY_COLUMNS, strict=True)]
             rows.append(
                 [
                     "mean",
@@ -129,7 +133,8 @@ def _summary_rows(runs_by_dataset: dict[str, list[DatasetRun]]) -> tuple[list[st
 
 def format_summary(runs_by_dataset: dict[str, list[DatasetRun]]) -> str:
     header, rows = _summary_rows(runs_by_dataset)
-    return "Summary (%; 'mean' is the unweighted mean over data sets)\n" + plain_table(header, rows)
+    return ("Summary (%; 'mean' is the unweighted mean over the data sets with errors — the macro average — "
+            "and, for FPR, over all)\n" + plain_table(header, rows))
 
 
 def markdown_report(

@@ -22,12 +22,16 @@ import sys
 
 from ..models import GENERATOR_INPUTS
 from ..training import add_config_arguments, config_from_args
+from .operating import MAX_CLEAN_FPR
 from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
 
 CORRECT_SIDES_HELP = ("add the correct side of every dev pair with errors as an error-free sentence (default: on; "
                       "the tests and text in use are half error-free or more, a dev split carved from SIGHAN's "
                       "training sets is not)")
+BROAD_HELP = ("a `finetune broad` folder: choose by the macro F1 of its dev parts with at most --max-clean-fpr of its "
+              "clean part's sentences changed, and report each part")
+MAX_FPR_HELP = "the share of the clean part's sentences the operating point may change (default: %(default)s)"
 HELP = {
     "train": "training data files (TSV label/source/target, source/target, JSON/JSONL, SIGHAN pairs)",
     "init": "pre-trained model directory (discriminator/ + generator/) or hub discriminator id",
@@ -73,11 +77,23 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--size", type=int, default=50000, help="sentences to sample (default: 50000)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     synth.add_argument("--error-free", type=float, default=0.3, help="share of sentences left error-free (default: 0.3)")
-    synth.add_argument("--kind-weights", type=float, nargs=5, metavar="W",
+    synth.add_argument("--kind-weights", type=float, nargs=len(KINDS), metavar="W",
                        help=f"weights of the substitution kinds {' '.join(KINDS)} (default: "
-                            f"{' '.join(map(str, SynthConfig.kind_weights))}; a last weight of 0 makes the pairs of "
-                            "releases before the homophone-word kind)")
+                            f"{' '.join(map(str, SynthConfig.kind_weights))}, the first release's pairs)")
     synth.add_argument("--vocab", help="model/tokenizer dir: only characters of its vocabulary become substitutes")
+    synth.add_argument("--error-model", nargs="+", default=[], metavar="PAIRS",
+                       help="real error pairs: which characters writers replace by which (kind real_pair) and how "
+                            "many errors a sentence has (0-4); prints generated vs real statistics")
+    synth.add_argument("--fuzzy-pinyin", action="store_true",
+                       help="homophone words also by near pinyin (zh/z, ch/c, sh/s, l/n, ang/an, eng/en, ing/in)")
+    synth.add_argument("--exclude", nargs="+", default=[], metavar="DEV",
+                       help="leave out corpus sentences that share an 8-character run with these pairs' correct sides")
+
+    broad = commands.add_parser("broad", help="cut the broad dev set (one part per error source + clean text) "
+                                             "and the training remainders from the shared data")
+    broad.add_argument("--shared", default=None, help="shared data folder (default: $CSC_SHARED_DATA or ../shared/data)")
+    broad.add_argument("--output", required=True, help="folder for dev/, dev.tsv, train/, corpus/, parts.json")
+    broad.add_argument("--seed", type=int, default=42, help="split seed (default: 42, the release's dev split)")
 
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
     add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
@@ -139,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--word-candidates", action="store_true",
                      help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
                           "scorer on them; the corrector then proposes them with this scorer")
+    cal.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP)
+    cal.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
 
@@ -161,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--part", nargs="+", action="append", default=[], metavar=("NAME", "TRAIN"),
                       help="NAME TRAIN...: also score each half on its dev pairs drawn from these training sets "
                            "(and their correct sides), e.g. --part sighan <SIGHAN's training sets>; repeatable")
+    held.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP + " (adds its parts to --part)")
+    held.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
 
     req = commands.add_parser("require", help="set a calibrated model's edit threshold so that it makes the given "
@@ -182,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_ship(args)
         if args.command == "synth":
             return run_synth(args)
+        if args.command == "broad":
+            return run_broad(args)
         if args.command == "pairs":
             return run_pairs(args)
         if args.command == "prior":
@@ -210,10 +232,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   ("margin_grid", args.margin_grid),
                                                   ("lm_weight_grid", args.flag_lm_weights),
                                                   ("context_rate_grid", args.context_flag_rates)) if value}
+        from .operating import read_parts
+
         calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
                   members=args.members, fit_detection_threshold=args.fit_detection_threshold,
                   generator_input=args.generator_input, word_candidates=args.word_candidates,
-                  correct_sides=args.correct_sides, **grids)
+                  correct_sides=args.correct_sides, parts=read_parts(args.broad) if args.broad else None,
+                  max_clean_fpr=args.max_clean_fpr, **grids)
         return 0
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -231,11 +256,14 @@ def run_heldout(args: argparse.Namespace) -> int:
         raise ValueError(f"--splits must be at least 1, got {args.splits}")
     if any(len(part) < 2 for part in args.part):
         raise ValueError("--part takes a name and at least one training set")
+    from .operating import read_parts
+
     parts = {part[0]: part[1:] for part in args.part}
+    broad = read_parts(args.broad) if args.broad else {}
     scores = held_out_splits(args.model, args.dev, range(args.first_split, args.first_split + args.splits),
                              batch_size=args.batch_size, fit_detection_threshold=args.fit_detection_threshold,
                              members=args.members, correct_sides=args.correct_sides, twins_of=args.twins_of,
-                             parts=parts)
+                             parts={**parts, **broad}, max_clean_fpr=args.max_clean_fpr if broad else None)
     one = sum(s.one_pass for s in scores) / len(scores)
     two = sum(s.two_passes for s in scores) / len(scores)
     print(f"held-out dev correction F1 over {len(scores)} halves: one pass {one:.4f}, two passes {two:.4f}")
@@ -248,6 +276,11 @@ def run_heldout(args: argparse.Namespace) -> int:
         what = "the sentences without a training twin" if name == "new" else f"the dev pairs from {name}"
         print(f"on {what}, over {len(present)} halves: one pass {report['subsets'][name]['one_pass']:.4f}, "
               f"two passes {report['subsets'][name]['two_passes']:.4f}")
+    if broad:
+        report["macro"] = {key: round(sum(s.macro[key] for s in scores) / len(scores), 4) for key in scores[0].macro}
+        print(f"macro F1 of the broad dev's parts over {len(scores)} halves: one pass {report['macro']['one_pass']:.4f}, "
+              f"two passes {report['macro']['two_passes']:.4f}; clean sentences changed: "
+              f"{report['macro']['clean_fpr_one_pass']:.4f}, {report['macro']['clean_fpr_two_passes']:.4f}")
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "halves": [asdict(s) for s in scores]}, indent=1) + "\n",
                                    encoding="utf-8")
@@ -304,12 +337,25 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 def run_synth(args: argparse.Namespace) -> int:
     from ..confusion import ConfusionSet
-    from .synth import ErrorSynthesizer, iter_sentences, reservoir_sample, write_pairs
+    from ..datasets import HeldOut, load_pairs
+    from .synth import (
+        ErrorModel,
+        ErrorSynthesizer,
+        describe_pairs,
+        iter_sentences,
+        reservoir_sample,
+        write_pairs,
+    )
 
     rest = 1.0 - args.error_free
-    config = SynthConfig(error_counts=(args.error_free, rest * 0.64, rest * 0.24, rest * 0.12), seed=args.seed)
+    config = SynthConfig(error_counts=(args.error_free, rest * 0.64, rest * 0.24, rest * 0.12), seed=args.seed,
+                         fuzzy_pinyin=args.fuzzy_pinyin)
     if args.kind_weights:
         config.kind_weights = tuple(args.kind_weights)
+    real = [pair for spec in args.error_model for pair in load_pairs(spec)]
+    error_model = ErrorModel.count(real) if real else None
+    if error_model:
+        config.error_counts = error_model.error_counts(args.error_free)
     allowed = None
     if args.vocab:
         from transformers import AutoTokenizer
@@ -318,14 +364,51 @@ def run_synth(args: argparse.Namespace) -> int:
 
         vocab = AutoTokenizer.from_pretrained(args.vocab).get_vocab()
         allowed = sorted((t for t in vocab if is_cjk(t)), key=vocab.__getitem__)  # our vocabularies are frequency-ordered
-    synthesizer = ErrorSynthesizer(ConfusionSet.build(), allowed=allowed, config=config)
-    sentences = reservoir_sample(iter_sentences(args.corpus, synthesizer), args.size, random.Random(args.seed))
+    confusion = ConfusionSet.build()
+    synthesizer = ErrorSynthesizer(confusion, allowed=allowed, config=config, error_model=error_model)
+    held_out = HeldOut(args.exclude)
+    usable = (s for s in iter_sentences(args.corpus, synthesizer) if not held_out.overlaps(s))
+    sentences = reservoir_sample(usable, args.size, random.Random(args.seed))
     if not sentences:
         raise ValueError(f"no usable sentences in {args.corpus}")
-    count = write_pairs(args.output, ((synthesizer.corrupt(s), s) for s in sentences))
+    pairs = [(synthesizer.corrupt(s), s) for s in sentences]
+    count = write_pairs(args.output, pairs)
     stats = synthesizer.stats
     print(f"{count} pairs -> {args.output}: {stats.with_errors} with errors "
           f"({stats.with_errors / max(1, stats.sentences):.1%}), substitutions {stats.substitutions}")
+    if real:
+        generated, seen = describe_pairs(pairs, confusion), describe_pairs(real, confusion)
+        print(f"{'statistic':<22}{'generated':>10}{'real':>10}")
+        for key in generated:
+            print(f"{key:<22}{generated[key]:>10.3f}{seen[key]:>10.3f}" if key != "sentences"
+                  else f"{key:<22}{generated[key]:>10}{seen[key]:>10}")
+    return 0
+
+
+def run_broad(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from ..confusion import ConfusionSet
+    from ..datasets import data_root
+    from . import broad
+    from .synth import ErrorModel, ErrorSynthesizer
+
+    shared = Path(args.shared) if args.shared else data_root()
+    output = Path(args.output)
+    # The multi part's errors: every kind, as real writers make them (the real pairs' error model,
+    # counted from SIGHAN's training remainders so no dev pair is read), 2-4 a sentence.
+    real = [pair for name in ("train2013", "train2014", "train2015")
+            for pair in broad.split_dev(broad.load_pairs(shared / "csc" / "sighan" / f"{name}.tsv"), 0.08, args.seed)[0]]
+    config = SynthConfig(error_counts=(0, 0, 0.5, 0.3, 0.2), kind_weights=(0.3, 0.1, 0.15, 0.02, 0.2, 0.15, 0.08),
+                         fuzzy_pinyin=True, seed=args.seed)
+    synthesizer = ErrorSynthesizer(ConfusionSet.build(), config=config, error_model=ErrorModel.count(real))
+    dev = broad.build(shared, synthesizer, seed=args.seed)
+    summary = broad.write(dev, output)
+    kept, dropped = broad.write_corpus_without(shared / "corpus", output / "corpus", dev.held_sentences)
+    summary["corpus"] = {"lines_kept": kept, "lines_dropped": dropped}
+    (output / "parts.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(summary, ensure_ascii=False, indent=1))
     return 0
 
 

@@ -44,6 +44,7 @@ from ..datasets import Example, HeldOut, read_dataset
 from ..models import SCORER_FILE, load_model, write_scorer_config
 from ..pipeline import Corrector, CorrectorConfig
 from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
+from .operating import MAX_CLEAN_FPR, choose, choose_all, part_membership
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
 # used as a feature than as a gate (measured on dev, see the model card).
@@ -259,14 +260,19 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
               word_candidates: bool = False, margin_grid: Sequence[float | None] = MARGIN_GRID,
               lm_weight_grid: Sequence[float] = LM_WEIGHT_GRID,
               context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, seed: int = 0,
-              members: int = DEFAULT_MEMBERS, correct_sides: bool = True, log=print) -> dict:
+              members: int = DEFAULT_MEMBERS, correct_sides: bool = True,
+              parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float = MAX_CLEAN_FPR,
+              log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `correct_sides` adds the correct side of every dev pair as an error-free sentence
     (`with_correct_sides`) to the fit, the threshold sweeps and the held-out estimate.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
     features, so the corrector proposes them with this scorer; off by default: on the shipped
-    model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise."""
+    model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise.
+    `parts` ({name: dev files}, e.g. `operating.read_parts` of a `finetune broad` folder): every
+    setting and the edit threshold are chosen by the parts' macro F1 with at most `max_clean_fpr`
+    of the "clean" part's sentences changed (`operating.choose`), not by pooled dev F1."""
     from evaluate.sweep import calibrate as sweep_threshold
 
     if members < 1:
@@ -295,6 +301,11 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     candidates = flagged_candidates(bundle, sources, fit_config, margins[0] if margins else None,
                                     weights[-1], rates[0] if rates else None, fit_detection_threshold, batch_size)
     labels = candidate_labels(candidates, sources, targets)
+    membership = part_membership(examples, pair_of, n_pairs, parts) if parts else None
+    datasets = {"dev": examples} if membership is None else {
+        name: [e for e, inside in zip(examples, member, strict=True) if inside] for name, member in membership.items()}
+    if membership is not None:
+        log("dev parts: " + ", ".join(f"{name} {len(part)}" for name, part in datasets.items()))
     log(f"generator input: {corrector.generator_input}")
     log(f"dev: {len(examples)} sentences ({n_pairs} pairs + {len(examples) - n_pairs} correct sides), "
         f"{len(candidates)} candidates, {sum(labels)} gold corrections among them")
@@ -324,18 +335,23 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
             for weight in weights if margin is not None else [0.0]:
                 for rate in context_rate_grid:
                     trial = make_trial(config, detection_threshold, margin, weight, rate)
-                    result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
-                    point = result.best
+                    result = sweep_threshold(trial, datasets, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
+                    point, operating = result.best, None
                     f1 = point.value("sentence.correction.f1")
+                    if membership is not None:
+                        operating = choose({name: result.curves[name] for name in datasets}, max_clean_fpr=max_clean_fpr)
+                        point = next(p for p in result.pooled if p.threshold == operating.threshold)
+                        f1 = operating.macro_f1
                     log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
                         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
                         f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
                         f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
                         f"R {point.value('sentence.correction.recall'):.4f})")
-                    results.append((f1, detection_threshold, margin, weight, rate, point, result.pooled))
+                    results.append((f1, detection_threshold, margin, weight, rate, point, result.pooled, operating,
+                                    {name: result.curves[name] for name in datasets}))
     best_f1 = max(r[0] for r in results)
     # Among near-ties, the setting that does the least work: the fastest.
-    f1, detection_threshold, margin, weight, rate, point, curve = max(
+    f1, detection_threshold, margin, weight, rate, point, curve, operating, part_curves = max(
         (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
         key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
     config["threshold"] = point.threshold
@@ -364,7 +380,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     if held_out:
         held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin, weight,
                                                                                rate),
-                                        examples, candidates, labels, fit_options, batch_size, pair_of)
+                                        examples, candidates, labels, fit_options, batch_size, pair_of,
+                                        objective=None if membership is None else (membership, max_clean_fpr))
         log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
             f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
     config["calibration"] = {
@@ -382,6 +399,14 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
                   for p in curve],
         "error_breakdown": breakdown,
     }
+    if operating is not None:
+        config["calibration"]["operating_point"] = {
+            "chosen_by": "macro F1 of the dev parts, clean FPR at most max_clean_fpr",
+            "max_clean_fpr": max_clean_fpr, "macro_f1": round(operating.macro_f1, 4),
+            "clean_fpr": operating.clean_fpr, "part_f1": {k: round(v, 4) for k, v in operating.part_f1.items()},
+            # (edit threshold, macro F1, clean FPR): the curve around the operating point
+            "curve": [[p.threshold, round(p.macro_f1, 4), p.clean_fpr] for p in choose_all(part_curves)],
+        }
     path = write_scorer_config(model_dir, config)
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
@@ -409,17 +434,20 @@ def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, 
 
 
 def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
-                      pair_of: Sequence[int] | None = None) -> float | None:
+                      pair_of: Sequence[int] | None = None, objective=None) -> float | None:
     """Mean over both ways of: fit on one half of dev (alternate pairs; `pair_of[i]`: the pair
     example i belongs to, default itself), edit threshold swept on it, sentence correction F1 on
     the other half at that threshold. `make_trial(scorer config)` builds the corrector to run.
+    With `objective` (`fit_and_score`) the threshold and the figure are the parts' macro F1.
     None when a half's candidates are all gold or all wrong."""
     pair_of = range(len(examples)) if pair_of is None else pair_of
     alternate = [pair % 2 for pair in pair_of]
-    scores = [fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, alternate, fit_half)
-              for fit_half in (0, 1)]
+    scores = [fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, alternate, fit_half,
+                            objective=objective) for fit_half in (0, 1)]
     if any(score is None for score in scores):
         return None
+    if objective is not None:
+        return sum(score.macro["one_pass"] for score in scores) / len(scores)
     return sum(score.one_pass for score in scores) / len(scores)
 
 
@@ -437,17 +465,23 @@ class HalfScore:
     # F1 or None}} — "new" for those without a training twin (`training_twins`), a `dev_parts`
     # name for the pairs drawn from those training sets. A subset the half lacks is left out.
     subsets: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # With an objective (dev parts): the parts' macro F1 and the clean part's FPR on the other
+    # half, {"one_pass", "two_passes", "clean_fpr_one_pass", "clean_fpr_two_passes"}.
+    macro: dict[str, float | None] | None = None
 
 
 def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
-                  subsets: Mapping[str, Sequence[bool]] | None = None) -> HalfScore | None:
+                  subsets: Mapping[str, Sequence[bool]] | None = None,
+                  objective: tuple[Mapping[str, Sequence[bool]], float] | None = None) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
     edit threshold on them (one pass, as `evaluate.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
     and with `two_passes` also as the corrector runs by default (`CorrectorConfig.passes`); with
     `subsets` ({name: per sentence, whether it belongs}) also on the other half's sentences of
-    each. None when the fit half's candidates are all gold or all wrong."""
+    each. With `objective` ((part membership per sentence, clean FPR ceiling)) the threshold is
+    `operating.choose`'s on the fit half and `HalfScore.macro` holds the other half's macro F1
+    and clean FPR. None when the fit half's candidates are all gold or all wrong."""
     from evaluate.runner import run_system
     from evaluate.sweep import best_point, single_pass, sweep
 
@@ -459,7 +493,15 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
     fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
     test_idx = [i for i in range(len(examples)) if half_of[i] != fit_half]
-    tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS)).threshold
+    def part_curves(indices: Sequence[int], outputs, thresholds) -> dict:
+        members = objective[0]
+        return {name: sweep([examples[i] for i in indices if member[i]], [outputs[i] for i in indices if member[i]],
+                            thresholds) for name, member in members.items() if any(member[i] for i in indices)}
+
+    if objective is None:
+        tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS)).threshold
+    else:
+        tuned = choose(part_curves(fit_idx, results, EDIT_THRESHOLDS), max_clean_fpr=objective[1]).threshold
     subset_idx = {name: [i for i in test_idx if member[i]] for name, member in (subsets or {}).items()}
     subset_idx = {name: indices for name, indices in subset_idx.items() if indices}
 
@@ -469,6 +511,11 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
 
     one = f1(test_idx, results)
     scores = {name: {"one_pass": f1(indices, results), "two_passes": None} for name, indices in subset_idx.items()}
+    macro = None
+    if objective is not None:
+        point = choose_all(part_curves(test_idx, results, [tuned]))[0]
+        macro = {"one_pass": point.macro_f1, "clean_fpr_one_pass": point.clean_fpr, "two_passes": None,
+                 "clean_fpr_two_passes": None}
     two = None
     if two_passes:
         again, _ = run_system(trial.with_passes(2), [examples[i].source for i in test_idx], batch_size=batch_size,
@@ -477,13 +524,17 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         two = f1(test_idx, by_index)
         for name, indices in subset_idx.items():
             scores[name]["two_passes"] = f1(indices, by_index)
-    return HalfScore(split, fit_half, tuned, one, two, scores)
+        if objective is not None:
+            point = choose_all(part_curves(test_idx, by_index, [tuned]))[0]
+            macro.update(two_passes=point.macro_f1, clean_fpr_two_passes=point.clean_fpr)
+    return HalfScore(split, fit_half, tuned, one, two, scores, macro)
 
 
 def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int], batch_size: int = 32,
                     fit_detection_threshold: float = 0.01, members: int = DEFAULT_MEMBERS, seed: int = 0,
                     correct_sides: bool = True, twins_of: Sequence[str | Path] = (),
-                    parts: Mapping[str, Sequence[str | Path]] | None = None, log=print) -> list[HalfScore]:
+                    parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float | None = None,
+                    log=print) -> list[HalfScore]:
     """How well a model's scorer form generalises on its dev split, as sessions 28-33 chose
     between models (`finetune heldout`): for each split number, dev is shuffled with that seed and
     cut in two halves, and `fit_and_score` runs both ways — the scorer networks refitted on one
@@ -496,7 +547,9 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     goes with it: the same pairs in each half either way. With `twins_of` (the training sets) each
     half is also scored on its sentences without a training twin (`training_twins`:
     `HalfScore.subsets["new"]`), with `parts` ({name: training sets}) on those drawn from each
-    part's sets (`dev_parts`: `subsets[name]`); a correct side goes with its pair."""
+    part's sets (`dev_parts`: `subsets[name]`); a correct side goes with its pair. With `parts` and
+    `max_clean_fpr`, each half's threshold is the parts' operating point (`operating.choose`, the
+    part "clean" giving the FPR) and `HalfScore.macro` holds the other half's macro F1 and clean FPR."""
     bundle = load_model(str(model_dir))
     examples, pair_of, n_pairs = _dev_examples(dev, correct_sides)
     pair_subsets = dev_parts(examples[:n_pairs], parts or {})
@@ -509,6 +562,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
         pair_subsets["new"] = [not twin for twin in pair_twin]
         log(f"dev pairs with a training twin: {sum(pair_twin)} of {n_pairs}")
     subsets = {name: [belongs[pair] for pair in pair_of] for name, belongs in pair_subsets.items()}
+    objective = ({name: subsets[name] for name in parts}, max_clean_fpr) if parts and max_clean_fpr is not None else None
     config = bundle.scorer_config
     flags = Scorer.from_config(config)  # the model's own flag settings, kept by every refit below
     sources = [e.source for e in examples]
@@ -535,11 +589,13 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
         half_of = [pair_half[pair] for pair in pair_of]
         for fit_half in (0, 1):
             score = fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, half_of,
-                                  fit_half, split=split, two_passes=True, subsets=subsets)
+                                  fit_half, split=split, two_passes=True, subsets=subsets, objective=objective)
             if score is None:
                 raise ValueError(f"split {split}: half {fit_half}'s candidates are all gold or all wrong")
             log(f"split {split} fit half {fit_half}: edit threshold {score.threshold:.2f}, "
                 f"F1 one pass {score.one_pass:.4f}, two passes {score.two_passes:.4f}"
-                + "".join(f"; {name} {f['one_pass']:.4f}, {f['two_passes']:.4f}" for name, f in score.subsets.items()))
+                + "".join(f"; {name} {f['one_pass']:.4f}, {f['two_passes']:.4f}" for name, f in score.subsets.items())
+                + ("" if score.macro is None else f"; macro {score.macro['one_pass']:.4f}, {score.macro['two_passes']:.4f}, "
+                   f"clean FPR {score.macro['clean_fpr_one_pass']}, {score.macro['clean_fpr_two_passes']}"))
             scores.append(score)
     return scores

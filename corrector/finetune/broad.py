@@ -1,0 +1,160 @@
+"""The broad dev set: one part per error source plus clean text, and the training data left over.
+
+Every choice (scorer, thresholds, networks) is made on this dev by the macro average of its
+error parts' sentence correction F1, with the share of clean sentences changed as a constraint.
+A dev cut from SIGHAN/ECSpell alone (what the release was tuned on) is 8 % error-free learner
+essays; real text is native writers' and > 95 % correct.
+
+| part | what | from |
+|---|---|---|
+| sighan, ecspell | the release's calibration split (8 %, seed 42), for continuity | SIGHAN-13/14/15, ECSpell train |
+| wang | news with OCR/ASR confusions | csc/extra/wang271k_slice.tsv |
+| mcsc | medical search queries, half error-free | csc/extra/mcsc_valid.tsv |
+| faspell | OCR'd video subtitles | csc/extra/faspell_ocr_train.tsv |
+| dde | one 的/地/得 written for another | held-out clean sentences |
+| multi | 2-4 synthetic errors a sentence | held-out clean sentences |
+| clean | error-free sentences of news, encyclopedia, technical and segmentation-test text | held-out clean sentences |
+
+Held out means: the corpus copy written beside the dev (`corpus/`) lacks every line holding a
+dev sentence, so n-gram, particle and prior tables and synthetic pairs counted from that copy
+never saw them; the training remainders (`train/`) lack every pair whose correct side shares an
+8-character run with a dev sentence (`datasets.HeldOut`). The networks' pre-training read the
+whole corpus once (unsupervised), which no held-out figure can undo.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..datasets import HeldOut, load_pairs
+from ..pretrain.corpus import CorpusStats, iter_lines, split_sentences
+from .synth import usable_sentence, write_pairs
+from .train import split_dev
+
+# (part, [files under csc/], dev share). The SIGHAN/ECSpell shares and seed are the release's
+# (scripts/train_default_model.sh: --dev-share 0.08, seed 42) so its networks never saw those parts.
+REAL_PARTS: tuple[tuple[str, tuple[str, ...], float], ...] = (
+    ("sighan", ("sighan/train2013.tsv", "sighan/train2014.tsv", "sighan/train2015.tsv"), 0.08),
+    ("ecspell", ("ecspell/law.train.tsv", "ecspell/med.train.tsv", "ecspell/odw.train.tsv"), 0.08),
+    ("wang", ("extra/wang271k_slice.tsv",), 0.08),
+    ("mcsc", ("extra/mcsc_valid.tsv",), 0.03),
+    ("faspell", ("extra/faspell_ocr_train.tsv",), 0.12),
+)
+# Clean text by domain: corpus files and how many sentences each gives to the clean part. Reviews
+# are left out: they hold real typos.
+CLEAN_DOMAINS: tuple[tuple[str, tuple[str, ...], int], ...] = (
+    ("news_cctv", ("news_xwlb_2022_2026.txt",), 550),
+    ("news_peoples_daily", ("news_rmrb_199801.txt",), 550),
+    ("encyclopedia", ("wiki_cmrc2018_contexts.txt",), 400),
+    ("technical", ("tech_manpages_zh_cn.txt", "tech_libreoffice_help_zh_cn.txt", "tech_debian_docs_zh_cn.txt"), 400),
+    ("news_segmentation_tests", ("news_icwb2_msr_test.txt", "news_icwb2_pku_test.txt"), 300),
+)
+GENERATED_PER_DOMAIN = 70  # sentences per domain for each of the dde and multi parts
+PARTICLE_SWAPS = {"的": "地得", "地": "的", "得": "的"}  # native writers' usual direction: 地/得 -> 的
+SEED = 42
+
+
+@dataclass
+class BroadDev:
+    parts: dict[str, list[tuple[str, str]]]
+    train: dict[str, list[tuple[str, str]]]  # training remainder per real file (stem -> pairs)
+    held_sentences: set[str]
+
+
+def _domain_sentences(files: list[Path]) -> list[str]:
+    stats = CorpusStats()
+    seen: set[str] = set()
+    sentences = []
+    for line in iter_lines(files, stats):
+        for sentence in split_sentences(line):
+            sentence = sentence.strip()
+            if usable_sentence(sentence) and sentence not in seen:
+                seen.add(sentence)
+                sentences.append(sentence)
+    return sentences
+
+
+def particle_error(sentence: str, rng: random.Random) -> str | None:
+    """`sentence` with one 的/地/得 written as another, or None without one."""
+    sites = [i for i, ch in enumerate(sentence) if ch in PARTICLE_SWAPS]
+    if not sites:
+        return None
+    # 地/得 are rarer than 的 but are where the errors are: pick one of those when there is one.
+    rare = [i for i in sites if sentence[i] != "的"]
+    site = rng.choice(rare or sites)
+    return sentence[:site] + rng.choice(PARTICLE_SWAPS[sentence[site]]) + sentence[site + 1:]
+
+
+def build(shared: Path, synthesizer=None, seed: int = SEED) -> BroadDev:
+    """Cut the broad dev from the CSC sets and corpus under `shared` (the shared data folder).
+    `synthesizer` (an ErrorSynthesizer) writes the multi part's errors; without one, no multi part."""
+    rng = random.Random(seed)
+    parts: dict[str, list[tuple[str, str]]] = {}
+    kept: dict[str, list[tuple[str, str]]] = {}
+    for part, files, share in REAL_PARTS:
+        parts[part] = []
+        for name in files:
+            train, dev = split_dev(load_pairs(shared / "csc" / name), share, seed)
+            parts[part].extend(dev)
+            kept[Path(name).name.removesuffix(".tsv")] = train
+
+    held_sentences: set[str] = set()
+    clean, dde, multi = [], [], []
+    for _, files, quota in CLEAN_DOMAINS:
+        sentences = _domain_sentences([shared / "corpus" / name for name in files])
+        rng.shuffle(sentences)
+        clean.extend(sentences[:quota])
+        rest = sentences[quota:]
+        with_particle = [s for s in rest if any(ch in PARTICLE_SWAPS for ch in s)]
+        for sentence in with_particle[:GENERATED_PER_DOMAIN]:
+            dde.append((particle_error(sentence, rng), sentence))
+        if synthesizer is not None:
+            for sentence in [s for s in rest if s not in set(with_particle[:GENERATED_PER_DOMAIN])][:GENERATED_PER_DOMAIN]:
+                multi.append((synthesizer.corrupt(sentence), sentence))
+        held_sentences.update(clean[-quota:])
+        held_sentences.update(target for _, target in dde[-GENERATED_PER_DOMAIN:])
+        held_sentences.update(target for _, target in multi[-GENERATED_PER_DOMAIN:])
+    parts["dde"] = dde
+    if multi:
+        parts["multi"] = multi
+    parts["clean"] = [(s, s) for s in clean]
+
+    held_out = HeldOut(pairs=[pair for pairs in parts.values() for pair in pairs])
+    train = {stem: [(s, t) for s, t in pairs if (s, t) not in held_out.pairs and not held_out.overlaps(t)]
+             for stem, pairs in kept.items()}
+    return BroadDev(parts, train, held_sentences)
+
+
+def write_corpus_without(shared_corpus: Path, output: Path, held_sentences: set[str]) -> tuple[int, int]:
+    """Copy the corpus files, leaving out every line that holds a held-out sentence. (lines kept, dropped)"""
+    output.mkdir(parents=True, exist_ok=True)
+    kept = dropped = 0
+    for path in sorted(shared_corpus.glob("*.txt")):
+        with open(path, encoding="utf-8", errors="replace") as source, open(output / path.name, "w", encoding="utf-8") as sink:
+            for line in source:
+                if any(s.strip() in held_sentences for s in split_sentences(line.strip())):
+                    dropped += 1
+                    continue
+                sink.write(line)
+                kept += 1
+    return kept, dropped
+
+
+def write(broad: BroadDev, output: Path) -> dict:
+    """dev/<part>.tsv, dev.tsv (all parts), train/<stem>.tsv and parts.json under `output`."""
+    (output / "dev").mkdir(parents=True, exist_ok=True)
+    (output / "train").mkdir(parents=True, exist_ok=True)
+    summary = {"parts": {}, "train": {}}
+    for part, pairs in broad.parts.items():
+        write_pairs(output / "dev" / f"{part}.tsv", pairs)
+        summary["parts"][part] = {"pairs": len(pairs), "with_errors": sum(s != t for s, t in pairs),
+                                  "file": f"dev/{part}.tsv"}
+    write_pairs(output / "dev.tsv", [pair for pairs in broad.parts.values() for pair in pairs])
+    for stem, pairs in broad.train.items():
+        write_pairs(output / "train" / f"{stem}.tsv", pairs)
+        summary["train"][stem] = len(pairs)
+    (output / "parts.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,238 @@
+"""Real-text work: the error model and new synthetic kinds, the broad dev, the operating point,
+the LTP-tiny warm start and the evaluator's macro average."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from corrector.finetune.synth import (
+    KINDS,
+    ErrorModel,
+    ErrorSynthesizer,
+    SynthConfig,
+    describe_pairs,
+    fuzzy_pinyin,
+    write_pairs,
+)
+
+SENTENCES = ["他高兴地说我们的作业做得很好。", "少先队员应该为老人让座。", "今天天气很好，我们一起去公园散步。"]
+REAL = [("他门的作业做的很好。", "他们的作业做得很好。"), ("少先队员因该为老人让坐。", "少先队员应该为老人让座。"),
+        ("我们一起去公圆散步。", "我们一起去公园散步。"), ("今天天气很好。", "今天天气很好。")]
+
+
+def weights(**chosen: float) -> tuple[float, ...]:
+    return tuple(chosen.get(kind, 0.0) for kind in KINDS)
+
+
+def test_error_model_counts_what_writers_replaced_and_how_many_per_sentence():
+    model = ErrorModel.count(REAL)
+    assert model.substitutions["们"] == {"门": 1} and model.substitutions["得"] == {"的": 1}
+    assert model.errors_per_sentence == {2: 2, 1: 1}
+    counts = model.error_counts(error_free=0.4)
+    assert len(counts) == 5 and counts[0] == 0.4 and abs(sum(counts) - 1) < 1e-9
+    assert counts[2] == pytest.approx(0.6 * 2 / 3)
+
+
+def test_real_pair_and_particle_kinds_write_what_they_promise(confusion):
+    model = ErrorModel.count(REAL * 5)
+    real = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 1), kind_weights=weights(real_pair=1.0)),
+                            error_model=model)
+    source = real.corrupt("他们的作业")  # only 们 has a real substitute here; the rest fall back to same pinyin
+    assert real.stats.substitutions["real_pair"] + real.stats.substitutions["same_pinyin"] == 1
+    if real.stats.substitutions["real_pair"]:
+        assert source == "他门的作业"
+    particle = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 1), kind_weights=weights(particle=1.0)))
+    for sentence in SENTENCES[:1] * 20:
+        written = particle.corrupt(sentence)
+        changed = [(a, b) for a, b in zip(written, sentence, strict=True) if a != b]
+        assert len(changed) == 1 and changed[0][0] in "的地得" and changed[0][1] in "的地得"
+    assert particle.stats.substitutions["particle"] == 20
+    with pytest.raises(ValueError, match="error model"):
+        ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=weights(real_pair=1.0)))
+
+
+def test_fuzzy_pinyin_merges_what_input_methods_forgive(confusion):
+    assert fuzzy_pinyin("shang") == "san" and fuzzy_pinyin("ning") == "lin" and fuzzy_pinyin("zhi") == "zi"
+    lexicon = {"期间": 100, "其间": 50, "时间": 80, "四件": 60}
+    exact = ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=weights(homophone_word=1.0)), lexicon=lexicon)
+    fuzzy = ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=weights(homophone_word=1.0), fuzzy_pinyin=True),
+                             lexicon=lexicon)
+    assert {w for w, _ in exact._homophone_index()[("shi", "jian")]} == {"时间"}
+    assert {w for w, _ in fuzzy._homophone_index()[("si", "jian")]} == {"时间", "四件"}  # shi ~ si
+
+
+def test_old_kind_weights_make_the_same_pairs_as_before(confusion):
+    """The two kinds added at the end draw nothing when their weight is 0: the first release's
+    synthetic pairs are reproduced draw for draw."""
+    config = SynthConfig(seed=3)
+    assert config.kind_weights[len(KINDS) - 2:] == (0.0, 0.0)
+    first = [ErrorSynthesizer(confusion, config=SynthConfig(seed=3)).corrupt(s) for s in SENTENCES * 10]
+    again = [ErrorSynthesizer(confusion, config=SynthConfig(seed=3)).corrupt(s) for s in SENTENCES * 10]
+    assert first == again
+
+
+def test_describe_pairs_sorts_errors_by_kind_and_counts_word_level_ones(confusion):
+    row = describe_pairs(REAL, confusion)
+    assert row["sentences"] == 4 and row["error_free"] == 0.25
+    assert row["errors_2"] == pytest.approx(2 / 3) and row["errors_1"] == pytest.approx(1 / 3)
+    assert row["kind_particle"] == pytest.approx(1 / 5)  # 的 for 得, of five wrong characters
+    assert row["word_level"] == 0.0
+    assert describe_pairs([("其间很好", "期间很好")], confusion)["word_level"] == 0.0
+    assert describe_pairs([("其健康", "期间康")], confusion)["word_level"] == 1.0
+
+
+def fake_shared(root: Path) -> Path:
+    """A shared-data folder in miniature: every CSC file broad reads, and a corpus per clean domain."""
+    from corrector.finetune import broad
+
+    pairs = [(f"第{i}个句子里有错字因该改正。", f"第{i}个句子里有错字应该改正。") for i in range(60)]
+    for _, files, _ in broad.REAL_PARTS:
+        for name in files:
+            (root / "csc" / name).parent.mkdir(parents=True, exist_ok=True)
+            write_pairs(root / "csc" / name, pairs + [(f"没有错的第{i}句话。", f"没有错的第{i}句话。") for i in range(20)])
+    (root / "corpus").mkdir()
+    for _, files, _ in broad.CLEAN_DOMAINS:
+        for name in files:
+            lines = [f"这是{name[:4]}领域的第{i}句干净的话，他高兴地说得很好。" for i in range(40)]
+            (root / "corpus" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_broad_dev_holds_out_every_part_from_training_and_the_corpus(tmp_path: Path, monkeypatch, confusion):
+    from corrector.finetune import broad
+
+    monkeypatch.setattr(broad, "CLEAN_DOMAINS", tuple((n, f, 10) for n, f, _ in broad.CLEAN_DOMAINS))
+    monkeypatch.setattr(broad, "GENERATED_PER_DOMAIN", 5)
+    shared = fake_shared(tmp_path / "shared")
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1)))
+    dev = broad.build(shared, synthesizer)
+    assert set(dev.parts) == {"sighan", "ecspell", "wang", "mcsc", "faspell", "dde", "multi", "clean"}
+    assert len(dev.parts["clean"]) == 10 * len(broad.CLEAN_DOMAINS)
+    assert all(s == t for s, t in dev.parts["clean"])
+    assert all(s != t for s, t in dev.parts["dde"] + dev.parts["multi"])
+    assert len(dev.parts["sighan"]) == 3 * int(80 * 0.08)  # the release's 8 % of each SIGHAN file
+    dev_targets = {t for pairs in dev.parts.values() for _, t in pairs}
+    for stem, pairs in dev.train.items():
+        assert pairs and not {t for _, t in pairs} & dev_targets, stem
+    out = tmp_path / "broad"
+    summary = broad.write(dev, out)
+    assert summary["parts"]["clean"]["with_errors"] == 0 and (out / "dev.tsv").exists()
+    kept, dropped = broad.write_corpus_without(shared / "corpus", out / "corpus", dev.held_sentences)
+    assert dropped >= len(dev.held_sentences) and kept > 0
+    corpus_text = "".join(p.read_text(encoding="utf-8") for p in (out / "corpus").glob("*.txt"))
+    assert not any(sentence in corpus_text for sentence in dev.held_sentences)
+    from corrector.finetune.operating import read_parts
+
+    parts = read_parts(out)
+    assert parts["clean"] == [str(out / "dev" / "clean.tsv")]
+
+
+class Point:
+    def __init__(self, threshold: float, f1: float, fpr: float = 0.0) -> None:
+        self.threshold, self.f1, self.fpr = threshold, f1, fpr
+
+    def value(self, path: str) -> float:
+        return self.fpr if path == "fpr" else self.f1
+
+
+def test_operating_point_is_the_best_macro_f1_under_the_clean_ceiling():
+    from corrector.finetune.operating import choose, choose_all
+
+    curves = {"a": [Point(0.1, 0.9), Point(0.5, 0.8), Point(0.9, 0.2)],
+              "b": [Point(0.1, 0.5), Point(0.5, 0.6), Point(0.9, 0.1)],
+              "clean": [Point(0.1, 0.0, 0.05), Point(0.5, 0.0, 0.004), Point(0.9, 0.0, 0.0)]}
+    point = choose(curves, max_clean_fpr=0.005)
+    assert point.threshold == 0.5 and point.macro_f1 == pytest.approx(0.7) and point.clean_fpr == 0.004
+    assert choose(curves, max_clean_fpr=0.1).threshold == 0.1  # without the ceiling the best F1 wins
+    assert choose({**curves, "clean": [Point(t, 0, 0.5) for t in (0.1, 0.5, 0.9)]}).threshold == 0.9  # fewest changes
+    assert [p.threshold for p in choose_all(curves)] == [0.1, 0.5, 0.9]
+    with pytest.raises(ValueError, match="at least one part"):
+        choose({"clean": curves["clean"]})
+
+
+def test_calibrate_and_heldout_choose_by_the_parts(tiny_model_dir: Path, tmp_path: Path, capsys):
+    import shutil
+
+    from test_finetune import toy_pairs
+
+    from corrector.finetune.__main__ import main
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    out = tmp_path / "broad"
+    (out / "dev").mkdir(parents=True)
+    clean = ["今天天气很好，我们去散步。", "北京是中国的首都。", "他说应该没问题。"]
+    parts = {"errors": toy_pairs()[:10], "clean": [(t, t) for t in clean]}
+    for name, pairs in parts.items():
+        write_pairs(out / "dev" / f"{name}.tsv", pairs)
+    write_pairs(out / "dev.tsv", [p for pairs in parts.values() for p in pairs])
+    (out / "parts.json").write_text(json.dumps({"parts": {n: {"file": f"dev/{n}.tsv"} for n in parts}}), encoding="utf-8")
+    base = ["--model", str(model), "--dev", str(out / "dev.tsv"), "--broad", str(out)]
+    assert main(["calibrate", *base, "--detection-grid", "0.5", "--margin-grid", "off", "--hidden", "4",
+                 "--members", "1", "--max-clean-fpr", "0.01"]) == 0
+    scorer = json.loads((model / "scorer.json").read_text(encoding="utf-8"))
+    operating = scorer["calibration"]["operating_point"]
+    assert operating["max_clean_fpr"] == 0.01 and set(operating["part_f1"]) == {"errors"}
+    assert scorer["threshold"] == operating["curve"][[c[0] for c in operating["curve"]].index(scorer["threshold"])][0]
+    assert "dev parts: errors 1" in capsys.readouterr().out
+    report = tmp_path / "ho.json"
+    assert main(["heldout", *base, "--splits", "1", "--members", "1", "--fit-detection-threshold", "0",
+                 "--json", str(report)]) == 0
+    assert "macro F1 of the broad dev's parts over 2 halves" in capsys.readouterr().out
+    macro = json.loads(report.read_text(encoding="utf-8"))["macro"]
+    assert set(macro) == {"one_pass", "two_passes", "clean_fpr_one_pass", "clean_fpr_two_passes"}
+
+
+def fake_ltp(root: Path, vocab: list[str]) -> Path:
+    """An LTP-tiny-shaped folder: `backbone.*` ELECTRA weights over its own vocabulary, a task head."""
+    from transformers import ElectraConfig, ElectraModel
+
+    config = ElectraConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=64, num_hidden_layers=2,
+                           num_attention_heads=1, intermediate_size=32, max_position_embeddings=64)
+    torch.manual_seed(0)
+    state = {f"backbone.{k}": v for k, v in ElectraModel(config).state_dict().items()}
+    state["task_heads.cws.classifier.0.weight"] = torch.zeros(2, 64)
+    root.mkdir(parents=True)
+    torch.save(state, root / "pytorch_model.bin")
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return root
+
+
+def test_warm_start_cuts_ltp_embeddings_to_our_vocabulary(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.pretrain.__main__ import main
+    from corrector.pretrain.modeling import load_pair
+
+    ours = (tiny_model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    theirs = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##x", *ours[5:][::-1][: len(ours) // 2]]
+    ltp = fake_ltp(tmp_path / "ltp", theirs)
+    assert main(["warm-start", "--ltp", str(ltp), "--vocab", str(tiny_model_dir), "--output", str(tmp_path / "pair")]) == 0
+    discriminator, generator, _ = load_pair(str(tmp_path / "pair"))
+    source = torch.load(ltp / "pytorch_model.bin")["backbone.embeddings.word_embeddings.weight"]
+    table = discriminator.electra.embeddings.word_embeddings.weight
+    assert table.shape[0] == len(ours) and discriminator.config.num_hidden_layers == 2
+    token = theirs[7]
+    assert torch.allclose(table[ours.index(token)], source[theirs.index(token)])
+    missing = next(i for i, t in enumerate(ours) if t not in theirs)
+    assert torch.allclose(table[missing], source.mean(0), atol=1e-6)
+    assert generator.electra.encoder.layer[0].attention.self.query.weight.equal(
+        discriminator.electra.encoder.layer[0].attention.self.query.weight)
+    with pytest.raises(SystemExit):
+        main(["warm-start", "--ltp", str(tmp_path), "--vocab", str(tiny_model_dir), "--output", str(tmp_path / "x")])
+
+
+def test_evaluator_mean_is_the_macro_average_over_sets_with_errors(tmp_path: Path, capsys):
+    from evaluate.__main__ import main
+
+    errors, clean = tmp_path / "errors.tsv", tmp_path / "clean.tsv"
+    write_pairs(errors, [("因该", "应该"), ("我门", "我们")])
+    write_pairs(clean, [("很好", "很好"), ("我们", "我们")])
+    assert main([str(errors), str(clean), "--system", "identity", "--no-progress"]) == 0
+    summary = capsys.readouterr().out.split("Summary")[1]
+    mean = next(line for line in summary.splitlines() if line.startswith("mean"))
+    assert "the macro average" in summary
+    errors_row = next(line for line in summary.splitlines() if line.startswith("errors"))
+    assert mean.split()[2:8] == errors_row.split()[2:8]  # the clean set's 0 F1 is not averaged in
