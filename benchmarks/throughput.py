@@ -38,12 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from corrector.classic import ClassicCorrector  # noqa: E402
-from corrector.confusion import ConfusionSet  # noqa: E402
+from corrector.baselines.classic import ClassicCorrector  # noqa: E402
 from corrector.detection import detect, make_batch  # noqa: E402
-from corrector.models import default_model_path, load_model  # noqa: E402
 from corrector.pipeline import Corrector, CorrectorConfig  # noqa: E402
-from corrector.tokenization import is_cjk  # noqa: E402
+from corrector.resources.confusion import ConfusionSet  # noqa: E402
+from corrector.runtime.models import default_model_path, load_model  # noqa: E402
+from corrector.text.tokenization import is_cjk  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

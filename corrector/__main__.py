@@ -23,8 +23,8 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from . import RUNTIMES
-from .script import CHOICES as TRADITIONAL_CHOICES
+from .runtime import RUNTIMES
+from .text.script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
 BLOCK_LINES = 1024  # lines corrected per call: enough to sort into well-filled batches
@@ -98,13 +98,13 @@ def build_corrector(args: argparse.Namespace):
     hf_logging.disable_progress_bar()  # model loading bars would clutter the output
     import torch
 
-    from .models import load_model
+    from .runtime.models import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
     bundle = load_model(args.model, device=args.device)
     if args.classic:
-        from .classic import ClassicCorrector
+        from .baselines.classic import ClassicCorrector
 
         return ClassicCorrector(bundle, confusion_file=args.confusion)
     from .pipeline import DEFAULT_MAX_EDITS, Corrector, CorrectorConfig
@@ -138,7 +138,7 @@ class LazyCorrector:
 
     def correct_batch(self, texts: list[str]):
         from .result import Result
-        from .tokenization import is_cjk
+        from .text.tokenization import is_cjk
 
         if not any(is_cjk(ch) for text in texts for ch in text):
             return [Result.unchanged(t) for t in texts]

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .confusion import LEARNED_PAIR, ConfusionSet
 from .detection import Batch
-from .models import ModelBundle
+from .resources.confusion import LEARNED_PAIR, ConfusionSet
+from .runtime.models import ModelBundle
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ def _row_dots(states: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> 
 def output_layer(generator: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """The generator's vocabulary projection as float (V, E) weight and (V,) bias on the CPU
     (an int8 head's weights dequantized)."""
-    from .quantization import Int8Linear
+    from .runtime.quantization import Int8Linear
 
     head = generator.generator_lm_head
     weight = head.dequantized_weight() if isinstance(head, Int8Linear) else head.weight.detach().float()

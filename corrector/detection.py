@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .models import ModelBundle
+from .runtime.models import ModelBundle
 
 
 @dataclass

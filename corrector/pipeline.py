@@ -64,7 +64,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import RUNTIMES
 from .candidates import (
     CandidateConfig,
     Candidates,
@@ -77,19 +76,20 @@ from .candidates import (
     propose,
     reads_positions,
 )
-from .confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
 from .detection import detect, make_batch
-from .error_pairs import pair_features
-from .homophones import HomophoneWords, WordConfig, propose_words, whole_words, word_confidence
-from .models import ModelBundle, check_generator_input, load_model
-from .particles import PARTICLE_INDEX
-from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
-from .quantization import int8_copy
+from .resources.confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR, ConfusionSet, kind_of
+from .resources.error_pairs import pair_features
+from .resources.homophones import HomophoneWords, WordConfig, propose_words, whole_words, word_confidence
+from .resources.particles import PARTICLE_INDEX
 from .result import Edit, Result
+from .runtime import RUNTIMES
+from .runtime.models import ModelBundle, check_generator_input, load_model
+from .runtime.quantization import int8_copy
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
-from .script import OFF, ScriptConverter
-from .segmentation import Chunk, sentence_spans, split_text
-from .tokenization import is_cjk
+from .text.protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
+from .text.script import OFF, ScriptConverter
+from .text.segmentation import Chunk, sentence_spans, split_text
+from .text.tokenization import is_cjk
 
 DEFAULT_MAX_EDITS = 4
 # A call's texts are split among the batch workers only from this many per worker. Measured with

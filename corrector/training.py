@@ -243,7 +243,7 @@ def setup_run(cfg) -> tuple:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    from .allocator import retain_freed_memory
+    from .runtime.allocator import retain_freed_memory
 
     retain_freed_memory()
     use_bf16 = cfg.bf16 and native_bf16(on_cpu=cfg.cpu or not torch.cuda.is_available())

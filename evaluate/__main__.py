@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from corrector import RUNTIMES
 from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
+from corrector.runtime import RUNTIMES
 
 from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
 from .runner import DatasetRun, evaluate_dataset

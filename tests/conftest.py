@@ -75,6 +75,6 @@ def trained_model_dir(tmp_path_factory, one_thread) -> Path:
 @pytest.fixture(scope="session")
 def confusion():
     """The confusion sets built from PyPI data, once per session."""
-    from corrector.confusion import ConfusionSet
+    from corrector.resources.confusion import ConfusionSet
 
     return ConfusionSet.build()

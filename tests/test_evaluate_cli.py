@@ -227,7 +227,7 @@ def test_identity_scores_zero_on_shared_sighan15(spec):
 def test_model_systems_smoke(tiny_model_dir):
     """corrector, classic and generator on the tiny random model: the evaluator runs them and scores sanely."""
     pytest.importorskip("corrector.pipeline")
-    pytest.importorskip("corrector.classic")
+    pytest.importorskip("corrector.baselines.classic")
     from evaluate.systems import build_systems
 
     systems, errors = build_systems(["classic", "corrector", "generator"], model=str(tiny_model_dir))

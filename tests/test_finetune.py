@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from corrector.confusion import ConfusionSet
 from corrector.finetune.synth import KINDS, ErrorSynthesizer, SynthConfig, reservoir_sample, write_pairs
-from corrector.tokenization import is_cjk
+from corrector.resources.confusion import ConfusionSet
+from corrector.text.tokenization import is_cjk
 
 CLEAN = [
     "少先队员应该为老人让座。",
@@ -130,7 +130,7 @@ def toy_pairs() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("generator_input", ["source", "masked"])
 def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path: Path, generator_input: str):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     data = tmp_path / "train.tsv"
     write_pairs(data, toy_pairs())
@@ -194,7 +194,7 @@ def test_generator_from_discriminator_starts_from_the_discriminators_encoder(tin
 
 def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     data = tmp_path / "train.tsv"
     write_pairs(data, toy_pairs())
@@ -215,8 +215,8 @@ def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny
 
 def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.calibrate import calibrate
-    from corrector.models import load_model
     from corrector.pipeline import Corrector
+    from corrector.runtime.models import load_model
 
     dev = tmp_path / "dev.tsv"
     write_pairs(dev, toy_pairs()[:5])
@@ -251,9 +251,9 @@ def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_
     import shutil
 
     from corrector.finetune.calibrate import calibrate
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
     from corrector.pipeline import Corrector
+    from corrector.resources.ngram import NgramLM
+    from corrector.runtime.models import load_model
 
     dev = tmp_path / "dev.tsv"
     write_pairs(dev, toy_pairs()[:5])
@@ -271,8 +271,8 @@ def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_pa
     import torch
 
     from corrector.finetune.__main__ import main
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
+    from corrector.resources.ngram import NgramLM
+    from corrector.runtime.models import load_model
 
     source = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, source)
@@ -325,8 +325,8 @@ def test_error_breakdown_sorts_every_dev_error_into_one_stage():
 
 def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
     from corrector.pretrain.modeling import keep_layers, load_pair
+    from corrector.runtime.models import load_model
 
     discriminator, _, _ = load_pair(str(tiny_model_dir))
     deep = [dict(layer.state_dict()) for layer in discriminator.electra.encoder.layer]
@@ -353,7 +353,7 @@ def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, t
 
 def test_generator_layers_with_a_frozen_discriminator_train_the_generator_alone(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     before = load_model(str(tiny_model_dir))
     data = tmp_path / "train.tsv"
@@ -382,7 +382,7 @@ def test_distillation_pulls_a_cut_generator_towards_its_teacher(tiny_model_dir: 
     import torch.nn.functional as F
 
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     def disagreement(student, teacher, ids: torch.Tensor) -> float:
         """KL(teacher || student) of the two generators' predictions, averaged over positions."""
@@ -435,7 +435,7 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
     assert not any("LM weight 0.5" in line for line in tried)  # no n-gram LM: the margin alone
     assert saved.get("generator_flag_margin") in (None, 0.0, -1e9)
     # With an n-gram LM each margin is also tried with the LM's evidence added.
-    from corrector.ngram import FILENAME, NgramLM
+    from corrector.resources.ngram import FILENAME, NgramLM
 
     NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)
     tried.clear()
@@ -453,8 +453,8 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
 
 
 def test_calibration_tries_context_flag_rates_with_a_context_table(tiny_model_dir: Path, tmp_path: Path):
-    from corrector.error_pairs import FILENAME, ErrorPairs
     from corrector.finetune.calibrate import calibrate
+    from corrector.resources.error_pairs import FILENAME, ErrorPairs
     from corrector.scoring import Scorer
 
     dev, model = calibration_inputs(tiny_model_dir, tmp_path)

@@ -23,11 +23,11 @@ import torch
 from conftest import build_tiny_model
 
 from corrector import Corrector, Edit, Result, load_model
-from corrector.classic import ClassicCorrector
+from corrector.baselines.classic import ClassicCorrector
 from corrector.pipeline import CorrectorConfig, ScoredCandidate, batch_pool, lm_margin
-from corrector.protection import proper_noun_offsets, whitelisted_offsets
 from corrector.scoring import FEATURES, Scorer
-from corrector.tokenization import is_cjk
+from corrector.text.protection import proper_noun_offsets, whitelisted_offsets
+from corrector.text.tokenization import is_cjk
 
 WRONG = "少先队员因该为老人让坐"
 RIGHT = "少先队员应该为老人让座"
@@ -225,7 +225,7 @@ def test_score_candidates_and_fit(trained):
     assert any(c.rechecked for c in scored)
 
     # lm_margin: each candidate's n-gram gain against the best other one at its position.
-    from corrector.ngram import NgramLM
+    from corrector.resources.ngram import NgramLM
 
     lm = NgramLM.count([RIGHT, "他的作业做得很认真。", "我们应该让座。"] * 3, order=3, min_char_count=1, min_count=1)
     with_lm = Corrector(dataclasses.replace(trained.bundle, ngram=lm), scorer={}, confusion=trained.confusion)
@@ -621,7 +621,7 @@ def test_generator_flags_examine_characters_the_discriminator_leaves(tiny_model_
 def test_confusion_margins_equal_the_full_heads_logits(tiny_model_dir, confusion):
     from corrector.candidates import GeneratorPass, VocabConfusion, output_layer
     from corrector.detection import make_batch
-    from corrector.quantization import int8_copy
+    from corrector.runtime.quantization import int8_copy
 
     bundle = load_model(str(tiny_model_dir))
     ids = bundle.tokenizer.encode(WRONG).ids
@@ -650,8 +650,8 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
     where the margin clears FLAG_LM_FLOOR (-inf elsewhere); weight 0 keeps the margin alone."""
     import numpy as np
 
-    from corrector.ngram import NgramLM
     from corrector.pipeline import FLAG_LM_FLOOR
+    from corrector.resources.ngram import NgramLM
 
     lm = NgramLM.count([RIGHT, "我们应该让座。", "老人应该坐下。"] * 3, order=3, min_count=1, min_char_count=1)
     bundle = dataclasses.replace(load_model(str(tiny_model_dir)), ngram=lm)

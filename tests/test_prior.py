@@ -87,12 +87,12 @@ def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: P
     from test_particles import CLEAN
     from test_pipeline import CORRECT_SENTENCES, ERROR_PAIRS
 
-    from corrector.error_pairs import ErrorPairs
     from corrector.finetune.__main__ import main
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
-    from corrector.particles import featurize, fit, training_sites
     from corrector.pipeline import Corrector
+    from corrector.resources.error_pairs import ErrorPairs
+    from corrector.resources.ngram import NgramLM
+    from corrector.resources.particles import featurize, fit, training_sites
+    from corrector.runtime.models import load_model
 
     model = tmp_path / "model"
     shutil.copytree(trained_model_dir, model)

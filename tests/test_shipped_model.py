@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import shared_path
 
-from corrector.models import DEFAULT_MODEL_DIR
+from corrector.runtime.models import DEFAULT_MODEL_DIR
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_MODEL_DIR / "discriminator" / "model.safetensors").exists(),

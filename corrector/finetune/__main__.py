@@ -20,7 +20,7 @@ import argparse
 import random
 import sys
 
-from ..models import GENERATOR_INPUTS
+from ..runtime.models import GENERATOR_INPUTS
 from ..training import add_config_arguments, config_from_args
 from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
@@ -262,11 +262,11 @@ def run_ship(args: argparse.Namespace) -> int:
 
     import torch
 
-    from ..error_pairs import FILENAME as ERROR_PAIRS_FILE
-    from ..models import SCORER_FILE
-    from ..ngram import FILENAME as NGRAM_FILE
-    from ..particles import FILENAME as PARTICLES_FILE
     from ..pretrain.modeling import load_pair, save_pair
+    from ..resources.error_pairs import FILENAME as ERROR_PAIRS_FILE
+    from ..resources.ngram import FILENAME as NGRAM_FILE
+    from ..resources.particles import FILENAME as PARTICLES_FILE
+    from ..runtime.models import SCORER_FILE
 
     source, target = Path(args.model), Path(args.output)
     discriminator, generator, tokenizer_dir = load_pair(str(source))
@@ -286,8 +286,8 @@ def run_ship(args: argparse.Namespace) -> int:
 def run_pairs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..datasets import HeldOut
-    from ..error_pairs import FILENAME, ErrorPairs
+    from ..resources.error_pairs import FILENAME, ErrorPairs
+    from ..splits import HeldOut
 
     held_out = HeldOut(args.exclude, args.shared_span)
     table, overlapping = ErrorPairs.count_training(args.train, held_out)
@@ -303,7 +303,7 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from ..confusion import ConfusionSet
+    from ..resources.confusion import ConfusionSet
     from .synth import ErrorSynthesizer, iter_sentences, reservoir_sample, write_pairs
 
     rest = 1.0 - args.error_free
@@ -314,7 +314,7 @@ def run_synth(args: argparse.Namespace) -> int:
     if args.vocab:
         from transformers import AutoTokenizer
 
-        from ..tokenization import is_cjk
+        from ..text.tokenization import is_cjk
 
         vocab = AutoTokenizer.from_pretrained(args.vocab).get_vocab()
         allowed = sorted((t for t in vocab if is_cjk(t)), key=vocab.__getitem__)  # our vocabularies are frequency-ordered

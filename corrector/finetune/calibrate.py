@@ -40,10 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..datasets import Example, HeldOut, read_dataset
-from ..models import SCORER_FILE, load_model, write_scorer_config
+from ..datasets import Example, read_dataset
 from ..pipeline import Corrector, CorrectorConfig
+from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
+from ..splits import HeldOut
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
 # used as a feature than as a gate (measured on dev, see the model card).

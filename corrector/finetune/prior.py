@@ -31,15 +31,15 @@ from pathlib import Path
 
 import torch
 
-from ..datasets import HeldOut, correct_sides, training_pairs
-from ..error_pairs import ErrorPairs
-from ..models import SCORER_FILE, load_model, write_scorer_config
-from ..ngram import NgramLM
-from ..particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
-from ..particles import featurize, fit_with_pairs, training_sites
 from ..pipeline import CorrectorConfig
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
+from ..resources.error_pairs import ErrorPairs
+from ..resources.ngram import NgramLM
+from ..resources.particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
+from ..resources.particles import featurize, fit_with_pairs, training_sites
+from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import feature_matrix, fit_prior
+from ..splits import HeldOut, correct_sides, training_pairs
 from .calibrate import CONTEXT_RATE_GRID, LM_WEIGHT_GRID, MARGIN_GRID, candidate_labels, flagged_candidates
 
 

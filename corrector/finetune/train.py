@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models import GENERATOR_INPUT_KEY, check_generator_input
-from ..tokenization import CharTokenizer
+from ..runtime.models import GENERATOR_INPUT_KEY, check_generator_input
+from ..text.tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
     LoopConfig,
@@ -196,7 +196,7 @@ def split_dev(pairs: list[tuple[str, str]], share: float, seed: int) -> tuple[li
 
 def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[str, str]]:
     """Every training pair; a share of the `dev_from` files is held out and written to dev.tsv."""
-    from ..datasets import load_pairs
+    from ..splits import load_pairs
     from .synth import write_pairs
 
     pairs: list[tuple[str, str]] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..particles import PAIRS_WEIGHT
+from ..resources.particles import PAIRS_WEIGHT
 from ..training import add_config_arguments, config_from_args
 from .modeling import PRESETS
 from .train import PretrainConfig
@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(tokens)} tokens from {stats.summary()} -> {args.output}")
         return 0
     if args.command == "ngram":
-        from ..datasets import DatasetError, correct_sides
-        from ..ngram import NgramLM
+        from ..datasets import DatasetError
+        from ..resources.ngram import NgramLM
+        from ..splits import correct_sides
         from .corpus import CorpusStats, iter_lines, list_corpus_files, to_halfwidth
 
         check_pairs_options(parser, args)
@@ -151,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "particles":
         from pathlib import Path
 
-        from ..datasets import DatasetError, correct_sides
-        from ..particles import FILENAME, featurize, fit_with_pairs, training_sites
+        from ..datasets import DatasetError
+        from ..resources.particles import FILENAME, featurize, fit_with_pairs, training_sites
+        from ..splits import correct_sides
         from .corpus import CorpusStats, iter_lines, list_corpus_files
 
         check_pairs_options(parser, args)

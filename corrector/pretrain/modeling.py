@@ -147,7 +147,7 @@ def count_parameters(module: nn.Module) -> int:
 def load_pair(path_or_id: str) -> tuple[ElectraForPreTraining, ElectraForMaskedLM, str]:
     """(discriminator, generator, tokenizer dir) of an existing model, embeddings re-tied where
     the shapes allow (separately saved halves load as copies), SDPA attention."""
-    from ..models import load_halves, resolve_model_paths
+    from ..runtime.models import load_halves, resolve_model_paths
 
     paths = resolve_model_paths(path_or_id)
     discriminator, generator = load_halves(paths)

@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .datasets import HeldOut, training_pairs
-from .tokenization import is_cjk
+from ..splits import HeldOut, training_pairs
+from ..text.tokenization import is_cjk
 
 FILENAME = "error_pairs.json"
 SCHEMA_VERSION = 2  # 2: context counts; version 1 files (no contexts) still load

@@ -32,7 +32,7 @@ from itertools import accumulate, pairwise
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .result import Result
+from ..result import Result
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class CorrectorSpec:
     warmup: str | None = "少先队员因该为老人让坐。"  # corrected once at start, so no request pays for lazy set-up
 
     def build(self):
-        from .pipeline import Corrector, CorrectorConfig
+        from ..pipeline import Corrector, CorrectorConfig
 
         config = CorrectorConfig(**self.config) if isinstance(self.config, dict) else self.config or CorrectorConfig()
         config = replace(config, workers=1)  # the processes are the parallelism

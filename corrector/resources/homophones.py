@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .candidates import Candidates
+from ..candidates import Candidates
+from ..text.protection import ensure_jieba
+from ..text.tokenization import is_cjk
 from .confusion import ConfusionSet, cached_json, fuzzy_syllable
 from .ngram import NgramLM
-from .protection import ensure_jieba
-from .tokenization import is_cjk
 
 BUILD_VERSION = 1  # bump when the index's build logic changes: old caches are then ignored
 MAX_READINGS = 16  # spans whose characters have more reading combinations are looked up under the first 16

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .protection import ensure_jieba
+from ..text.protection import ensure_jieba
 
 FILENAME = "particles.safetensors"
 PARTICLES = "的地得"
