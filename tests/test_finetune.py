@@ -293,15 +293,16 @@ def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_pa
 
 
 def test_error_breakdown_sorts_every_dev_error_into_one_stage():
+    from corrector.features import FEATURES
     from corrector.finetune.calibrate import error_breakdown
-    from corrector.pipeline import ScoredCandidate
-    from corrector.scoring import FEATURES, Scorer
+    from corrector.scored import ScoredCandidate
+    from corrector.scoring import Scorer
 
     scorer = Scorer(weights={"lm_gain": 1.0}, threshold=0.5)  # confidence = sigmoid(lm_gain)
 
     def cand(text, position, source, target, gain, detect=0.9):
         features = dict.fromkeys(FEATURES, 0.0) | {"lm_gain": gain, "detect_prob": detect}
-        return ScoredCandidate(text, position, source, target, features, 0.0, False, False)
+        return ScoredCandidate(text, position, source, target, features, 0.0, False)
 
     sources, targets = ["因该让坐了吗", "他很好"], ["应该让座了吗", "他很好"]
     candidates = [

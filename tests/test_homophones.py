@@ -10,8 +10,9 @@ import pytest
 import torch
 from conftest import TINY_TEXT, build_tiny_model
 
-from corrector import Corrector
-from corrector.pipeline import CorrectorConfig, lm_margin, winners
+from corrector import Corrector, CorrectorConfig
+from corrector.acceptance import winners
+from corrector.features import lm_margin
 from corrector.resources.homophones import HomophoneWords, load_index, whole_words, word_confidence
 from corrector.resources.ngram import NgramLM
 from corrector.scoring import Scorer

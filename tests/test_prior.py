@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from corrector.scoring import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_INPUTS, Scorer, fit_prior
+from corrector.features import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_INPUTS
+from corrector.scoring import Scorer, fit_prior
 
 
 def toy_candidates(n: int = 3000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import torch
 
-from ..detection import detect, make_batch
+from ..detection import detect
 from ..resources.confusion import ConfusionSet, kind_of
 from ..result import Edit, Result
 from ..runtime.models import ModelBundle, load_model
+from ..runtime.passes import make_batch
 from ..text.segmentation import split_text
 from ..text.tokenization import is_cjk
 

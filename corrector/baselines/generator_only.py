@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import torch
 
 from ..candidates import cjk_bias
-from ..detection import make_batch
 from ..result import Edit, Result
 from ..runtime.models import ModelBundle, load_model
+from ..runtime.passes import make_batch
 from ..text.segmentation import split_text
 from ..text.tokenization import is_cjk
 

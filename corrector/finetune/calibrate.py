@@ -3,7 +3,7 @@
 1. Weights: run the pipeline on the dev sources at a permissive detection threshold, label every
    scored candidate (1 = it is the gold character at an error position), fit the scorer
    (`Scorer.fit`): by default the one-hidden-layer form over every feature but `recheck_prob`
-   (which then costs no discriminator pass at correction time); `hidden=0` fits the linear one.
+   (a copy of `detect_prob`); `hidden=0` fits the linear one.
 2. Thresholds: for each detection threshold in a small grid, sweep the acceptance threshold
    with the evaluator (`evaluate.sweep.calibrate`, one run at threshold 0 + filtering) and keep
    the pair with the best sentence-level correction F1 on dev — or, among detection thresholds
@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..datasets import Example, read_dataset
+from ..features import FEATURES, WORD_FEATURES
 from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
-from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
+from ..scoring import Scorer, feature_matrix
 from ..splits import HeldOut
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
@@ -97,9 +98,7 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     scored in a context where its neighbour is still wrong; a word candidate (homophones.py)
     changes both.
     Approximate in two ways: a word's characters are ranked at each position by the word's
-    weakest confidence, without the pipeline's rule that a word wins all its positions or none;
-    and for a scorer that reads `recheck_prob` the candidates' recheck values are those of the
-    pass that produced them, not of a recheck under `scorer`."""
+    weakest confidence, without the pipeline's rule that a word wins all its positions or none."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
     confidence = scorer.confidence(feature_matrix([c.features for c in examined])).tolist() if examined else []
     weakest: dict[tuple[int, str], float] = {}  # a word candidate is as sure as its least sure character
@@ -279,13 +278,12 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     if fit_detection_threshold is None:  # fit on the candidates of the most permissive setting
         fit_detection_threshold = min(detection_grid)
-    # Candidates come from the hand-set default scorer; the recheck pass only when the fit reads it.
-    recheck = hidden == 0 or "recheck_prob" in inputs
+    # Candidates come from the hand-set default scorer.
     if not word_candidates:
         inputs = [name for name in inputs if name not in WORD_FEATURES]
     margins = sorted({m for m in margin_grid if m is not None})
     weights = sorted({float(w) for w in lm_weight_grid} | {0.0}) if bundle.ngram is not None else [0.0]
-    fit_config = CorrectorConfig(recheck_top=2 if recheck else 0, generator_input=generator_input,
+    fit_config = CorrectorConfig(generator_input=generator_input,
                                  word_candidates=word_candidates)
     corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
     if corrector.generator_input != "source" or not margins:
@@ -513,7 +511,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     config = bundle.scorer_config
     flags = Scorer.from_config(config)  # the model's own flag settings, kept by every refit below
     sources = [e.source for e in examples]
-    candidates = flagged_candidates(bundle, sources, CorrectorConfig(recheck_top=0), flags.generator_flag_margin,
+    candidates = flagged_candidates(bundle, sources, CorrectorConfig(), flags.generator_flag_margin,
                                     flags.generator_flag_lm_weight, flags.context_flag_rate, fit_detection_threshold,
                                     batch_size)
     labels = candidate_labels(candidates, sources, [e.target for e in examples])

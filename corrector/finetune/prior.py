@@ -101,7 +101,7 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
     lines = list(iter_lines(list_corpus_files(corpus), stats))
     log(f"{len(pool)} training pairs in {folds} folds of {[fold.count(k) for k in range(folds)]}; "
         f"corpus: {stats.files} files, {len(lines)} lines")
-    config = CorrectorConfig(recheck_top=0)
+    config = CorrectorConfig()
     corpus_particles = featurize(training_sites(lines)) if bundle.particles is not None else None
     matrices, labels = [], []
     for k in range(folds):

@@ -16,6 +16,7 @@ a generator (ElectraForMaskedLM) with a BERT-style vocabulary. Accepted layouts:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -31,8 +32,9 @@ from ..resources.ngram import NgramLM
 from ..resources.particles import FILENAME as PARTICLES_FILE
 from ..resources.particles import ParticleModel
 from ..text.tokenization import CharTokenizer
+from . import RUNTIMES
 from .allocator import retain_freed_memory
-from .quantization import int8_runtime, is_int8
+from .quantization import int8_copy, int8_runtime, is_int8
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = PROJECT_ROOT / "data" / "model"
@@ -207,3 +209,42 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
         error_pairs=ErrorPairs.load(paths.error_pairs) if paths.error_pairs else None,
         particles=ParticleModel.load(paths.particles) if paths.particles else None,
     )
+
+
+def check_runtime(runtime: str) -> str:
+    """`runtime` if it is one of RUNTIMES, else a ValueError naming them."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    return runtime
+
+
+def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
+    """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
+    output channel; CPU only), their encoders in ONNX Runtime ("onnxruntime", onnx_encoder.py) or
+    torch ("torch"; "auto": ONNX Runtime where installed). The shared bundle is not touched (the
+    service and evaluator may hold it too)."""
+    runtime = check_runtime(runtime)
+    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, runtime),
+                               generator=int8_copy(bundle.generator, runtime))
+
+
+def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", quantize: bool | None = None,
+                   bf16: bool = False, runtime: str = "auto") -> ModelBundle:
+    """The model a Corrector runs: loaded (`model` a path or hub id, or None for the default) or
+    given, then int8 (`quantize`; None: int8 on CPU unless bf16 was asked for) with its encoders
+    in `runtime`, or bf16 autocast. A bundle given is never changed: a copy is."""
+    bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
+    already_int8 = bundle.precision == "int8"  # e.g. another Corrector's bundle
+    if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
+        quantize = already_int8 or (bundle.device.type == "cpu" and not bf16)
+    if check_runtime(runtime) == "onnxruntime" and not quantize:
+        raise ValueError("runtime='onnxruntime' runs int8 networks: not with quantize=False, bf16 or a GPU")
+    if quantize and not already_int8:
+        bundle = quantized(bundle, runtime)
+    elif not quantize and already_int8:
+        raise ValueError("quantize=False, but the model bundle given already runs int8 networks")
+    elif already_int8 and runtime != "auto" and bundle.runtime != runtime:
+        raise ValueError(f"runtime={runtime!r}, but the model bundle given already runs {bundle.runtime}")
+    if bf16 != bundle.bf16:  # a copy: the shared bundle keeps its own setting
+        bundle = dataclasses.replace(bundle, bf16=bf16)
+    return bundle
