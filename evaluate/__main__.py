@@ -20,12 +20,13 @@ import sys
 from pathlib import Path
 
 from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
+from corrector.evaluation.sweep import DEFAULT_METRIC, calibrate, default_thresholds, write_calibration
 from corrector.runtime import RUNTIMES
 
+from .plots import plot_sweep
 from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
 from .runner import DatasetRun, evaluate_dataset
 from .significance import DEFAULT_LEVEL, bootstrap_interval, paired_difference
-from .sweep import DEFAULT_METRIC, calibrate, default_thresholds, plot_sweep, write_calibration
 from .systems import DEFAULT_SYSTEM, NamedSystem, build_systems, parse_system_names
 
 

@@ -16,21 +16,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
+from corrector.evaluation.runs import System
 from corrector.result import Edit, Result
 
 SYSTEM_NAMES = ("identity", "classic", "corrector", "generator")
 DEFAULT_SYSTEM = "corrector"
-
-
-@runtime_checkable
-class System(Protocol):
-    """What the evaluator needs from a corrector."""
-
-    def correct_batch(
-        self, texts: list[str], batch_size: int = 32, threshold: float | None = None
-    ) -> list[Result]: ...
 
 
 class IdentitySystem:

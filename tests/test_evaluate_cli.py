@@ -244,7 +244,7 @@ def test_sweep_filtering_equals_running_at_the_threshold(tiny_model_dir):
     """The sweep's premise: edits of one threshold-0 run filtered at t == a run at t. It holds for
     one correction pass, which is what the sweep runs (test_metrics: a two-pass corrector)."""
     pytest.importorskip("corrector.pipeline")
-    from evaluate.runner import prediction_of, run_system
+    from corrector.evaluation.runs import prediction_of, run_system
     from evaluate.systems import build_systems
 
     (system,), errors = build_systems(["corrector"], model=str(tiny_model_dir), passes=1)

@@ -119,6 +119,13 @@ def wild(tiny_model_dir, confusion) -> Corrector:
 # ---- end to end ------------------------------------------------------------------------------
 
 
+def test_keyword_overrides_apply_to_a_given_config(tiny_model_dir, confusion):
+    corrector = Corrector(str(tiny_model_dir), confusion=confusion, config=CorrectorConfig(batch_size=8, passes=1),
+                          batch_size=4, max_edits_per_sentence=2)
+    assert (corrector.config.batch_size, corrector.config.max_edits_per_sentence, corrector.config.passes) == (4, 2, 1)
+    assert Corrector(corrector.bundle, confusion=confusion).config == CorrectorConfig()  # nothing given: the defaults
+
+
 def test_corrects_the_classic_example(trained):
     result = trained.correct(WRONG)
     assert result.source == WRONG

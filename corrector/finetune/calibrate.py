@@ -5,7 +5,7 @@
    (`Scorer.fit`): by default the one-hidden-layer form over every feature but `recheck_prob`
    (a copy of `detect_prob`); `hidden=0` fits the linear one.
 2. Thresholds: for each detection threshold in a small grid, sweep the acceptance threshold
-   with the evaluator (`evaluate.sweep.calibrate`, one run at threshold 0 + filtering) and keep
+   (`corrector.evaluation.sweep.calibrate`, one run at threshold 0 + filtering) and keep
    the pair with the best sentence-level correction F1 on dev — or, among detection thresholds
    within `SPEED_TOLERANCE` of that F1, the highest one: it examines fewer characters, so it is
    faster for a difference that is noise on a dev set of ~1,000 sentences. With a "source"
@@ -41,6 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..datasets import Example, read_dataset
+from ..evaluation.runs import run_system
+from ..evaluation.sweep import best_point, single_pass, sweep
+from ..evaluation.sweep import calibrate as sweep_threshold
 from ..features import FEATURES, WORD_FEATURES
 from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
@@ -267,8 +270,6 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
     features, so the corrector proposes them with this scorer; off by default: on the shipped
     model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise."""
-    from evaluate.sweep import calibrate as sweep_threshold
-
     if members < 1:
         raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
@@ -442,14 +443,11 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
                   subsets: Mapping[str, Sequence[bool]] | None = None) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
-    edit threshold on them (one pass, as `evaluate.sweep.calibrate` does: one pipeline run over
+    edit threshold on them (one pass, as `corrector.evaluation.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
     and with `two_passes` also as the corrector runs by default (`CorrectorConfig.passes`); with
     `subsets` ({name: per sentence, whether it belongs}) also on the other half's sentences of
     each. None when the fit half's candidates are all gold or all wrong."""
-    from evaluate.runner import run_system
-    from evaluate.sweep import best_point, single_pass, sweep
-
     picked = [k for k, cand in enumerate(candidates) if half_of[cand.text_index] == fit_half]
     fit_labels = [labels[k] for k in picked]
     if not any(fit_labels) or all(fit_labels):
