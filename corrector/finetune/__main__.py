@@ -62,11 +62,7 @@ def margin_value(text: str) -> float | None:
     return None if text.lower() == "off" else float(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_synth_command(commands) -> None:
     synth = commands.add_parser("synth", help="make synthetic error/correct pairs from clean text")
     synth.add_argument("--corpus", nargs="+", required=True, help="clean text files or directories")
     synth.add_argument("--output", required=True, help="TSV to write (label<TAB>source<TAB>target)")
@@ -79,9 +75,13 @@ def main(argv: list[str] | None = None) -> int:
                             "releases before the homophone-word kind)")
     synth.add_argument("--vocab", help="model/tokenizer dir: only characters of its vocabulary become substitutes")
 
+
+def _add_train_command(commands) -> None:
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
     add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
 
+
+def _add_pairs_command(commands) -> None:
     pairs = commands.add_parser("pairs", help="count real corrections (a -> b, and per written bigram) of training pairs into MODEL/error_pairs.json")
     pairs.add_argument("--train", nargs="+", required=True,
                        help="human-made CSC training files (SIGHAN/ECSpell train; not synthetic data, whose "
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                             "on this project's dev split the pairs' evidence was worth more than their leak)")
     pairs.add_argument("--output", required=True, help="model directory (or .json path) to write error_pairs.json to")
 
+
+def _add_prior_command(commands) -> None:
     prior = commands.add_parser("prior", help="fit the scorer's prior network on the training pairs out of fold "
                                               "(n-gram LM and error pairs counted without each fold); run calibrate after")
     prior.add_argument("--model", required=True, help="fine-tuned model directory with ngram.safetensors and error_pairs.json")
@@ -107,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     prior.add_argument("--pairs-weight", type=int, default=3, help="times each correct side is counted (default: 3)")
     prior.add_argument("--hidden", type=int, default=16, help="hidden units of the prior network (default: 16)")
     prior.add_argument("--seed", type=int, default=0, help="fold shuffle and network initialisation (default: 0)")
-    prior.add_argument("--batch-size", type=int, default=32)
+    prior.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch while scoring candidates (default: 32)")
 
+
+def _add_calibrate_command(commands) -> None:
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
-    cal.add_argument("--batch-size", type=int, default=32)
+    cal.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch on dev (default: 32)")
     cal.add_argument("--detection-grid", type=float, nargs="+", default=None,
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
     cal.add_argument("--margin-grid", nargs="+", default=None, type=margin_value,
@@ -142,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
 
+
+def _add_heldout_command(commands) -> None:
     held = commands.add_parser("heldout", help="held-out dev F1 of a calibrated model over random half splits of dev, "
                                                "both ways (scorer refitted on one half, scored on the other)")
     held.add_argument("--model", required=True, help="calibrated model directory (its scorer.json gives the settings)")
@@ -152,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--members", type=int, default=5, help="scorer networks averaged per fit (default: 5)")
     held.add_argument("--fit-detection-threshold", type=float, default=0.01,
                       help="detection threshold of the candidates the scorer is fitted on (default: 0.01)")
-    held.add_argument("--batch-size", type=int, default=32)
+    held.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch on dev (default: 32)")
     held.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                       help=CORRECT_SIDES_HELP + "; each goes with its pair")
     held.add_argument("--twins-of", nargs="+", default=[], metavar="TRAIN",
@@ -163,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                            "(and their correct sides), e.g. --part sighan <SIGHAN's training sets>; repeatable")
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
 
+
+def _add_require_command(commands) -> None:
     req = commands.add_parser("require", help="set a calibrated model's edit threshold so that it makes the given "
                                               "corrections, among thresholds near-equal on dev; rewrites scorer.json")
     req.add_argument("--model", required=True, help="calibrated model directory (e.g. the release, after its tables)")
@@ -171,53 +179,74 @@ def main(argv: list[str] | None = None) -> int:
     req.add_argument("--tolerance", type=float, default=None,
                      help="dev correction F1 the required corrections may cost (default: 0.002)")
 
+
+def _add_ship_command(commands) -> None:
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
     ship.add_argument("--output", required=True, help="release directory (e.g. data/model)")
     ship.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
 
-    args = parser.parse_args(argv)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_synth_command(commands)
+    _add_train_command(commands)
+    _add_pairs_command(commands)
+    _add_prior_command(commands)
+    _add_calibrate_command(commands)
+    _add_heldout_command(commands)
+    _add_require_command(commands)
+    _add_ship_command(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "ship":
-            return run_ship(args)
-        if args.command == "synth":
-            return run_synth(args)
-        if args.command == "pairs":
-            return run_pairs(args)
-        if args.command == "prior":
-            from .prior import fit_prior_network
-
-            fit_prior_network(args.model, args.train, args.exclude, args.corpus, folds=args.folds,
-                              shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
-                              hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
-            return 0
-        if args.command == "heldout":
-            return run_heldout(args)
-        if args.command == "require":
-            from .calibrate import require
-
-            require(args.model, [tuple(pair) for pair in args.pair],
-                    **({"tolerance": args.tolerance} if args.tolerance is not None else {}))
-            return 0
-        if args.command == "train":
-            from .train import train as run_training
-
-            run_training(config_from_args(FinetuneConfig, args))
-            return 0
-        from .calibrate import calibrate
-
-        grids = {name: value for name, value in (("detection_grid", args.detection_grid),
-                                                  ("margin_grid", args.margin_grid),
-                                                  ("lm_weight_grid", args.flag_lm_weights),
-                                                  ("context_rate_grid", args.context_flag_rates)) if value}
-        calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
-                  members=args.members, fit_detection_threshold=args.fit_detection_threshold,
-                  generator_input=args.generator_input, word_candidates=args.word_candidates,
-                  correct_sides=args.correct_sides, **grids)
-        return 0
+        return COMMANDS[args.command](args)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def run_prior(args: argparse.Namespace) -> int:
+    from .prior import fit_prior_network
+
+    fit_prior_network(args.model, args.train, args.exclude, args.corpus, folds=args.folds,
+                      shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
+                      hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
+    return 0
+
+
+def run_require(args: argparse.Namespace) -> int:
+    from .calibrate import require
+
+    require(args.model, [tuple(pair) for pair in args.pair],
+            **({"tolerance": args.tolerance} if args.tolerance is not None else {}))
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from .train import train as run_training
+
+    run_training(config_from_args(FinetuneConfig, args))
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate
+
+    grids = {name: value for name, value in (("detection_grid", args.detection_grid),
+                                              ("margin_grid", args.margin_grid),
+                                              ("lm_weight_grid", args.flag_lm_weights),
+                                              ("context_rate_grid", args.context_flag_rates)) if value}
+    calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+              members=args.members, fit_detection_threshold=args.fit_detection_threshold,
+              generator_input=args.generator_input, word_candidates=args.word_candidates,
+              correct_sides=args.correct_sides, **grids)
+    return 0
 
 
 def run_heldout(args: argparse.Namespace) -> int:
@@ -327,6 +356,10 @@ def run_synth(args: argparse.Namespace) -> int:
     print(f"{count} pairs -> {args.output}: {stats.with_errors} with errors "
           f"({stats.with_errors / max(1, stats.sentences):.1%}), substitutions {stats.substitutions}")
     return 0
+
+
+COMMANDS = {"synth": run_synth, "train": run_train, "pairs": run_pairs, "prior": run_prior, "calibrate": run_calibrate,
+            "heldout": run_heldout, "require": run_require, "ship": run_ship}
 
 
 if __name__ == "__main__":

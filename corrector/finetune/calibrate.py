@@ -304,11 +304,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
     fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
                        members=members if hidden else 1, base={"prior": prior} if prior else None)
-    if any(labels) and not all(labels):
-        config = Scorer.fit([c.features for c in candidates], labels, **fit_options)
-    else:  # nothing to learn from (a weak model or a tiny dev set): keep the hand-set weights
-        log("dev candidates are all gold or all wrong: keeping the default scorer weights")
-        config = Scorer(prior=prior).to_config()
+    config = _fitted_scorer(candidates, labels, fit_options, prior, log)
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
                    rate: float | None) -> Corrector:
@@ -318,40 +314,17 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
                          detection_threshold=detection_threshold,
                          config=CorrectorConfig(generator_input=corrector.generator_input))
 
-    results = []
-    for detection_threshold in detection_grid:
-        for margin in margin_grid:
-            for weight in weights if margin is not None else [0.0]:
-                for rate in context_rate_grid:
-                    trial = make_trial(config, detection_threshold, margin, weight, rate)
-                    result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
-                    point = result.best
-                    f1 = point.value("sentence.correction.f1")
-                    log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
-                        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
-                        f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
-                        f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
-                        f"R {point.value('sentence.correction.recall'):.4f})")
-                    results.append((f1, detection_threshold, margin, weight, rate, point, result.pooled))
+    settings = [(detection_threshold, margin, weight, rate) for detection_threshold in detection_grid
+                for margin in margin_grid for weight in (weights if margin is not None else [0.0])
+                for rate in context_rate_grid]
+    results = [_swept_setting(make_trial(config, *setting), setting, examples, batch_size, log) for setting in settings]
     best_f1 = max(r[0] for r in results)
     # Among near-ties, the setting that does the least work: the fastest.
     f1, detection_threshold, margin, weight, rate, point, curve = max(
         (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
         key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
-    config["threshold"] = point.threshold
-    config["detection_threshold"] = detection_threshold
-    config["generator_input"] = corrector.generator_input
-    config.pop("context_flag_rate", None)
-    config.pop("generator_flag_margin", None)
-    config.pop("generator_flag_lm_weight", None)
-    if margin is not None:
-        config["generator_flag_margin"] = margin
-        if weight:
-            config["generator_flag_lm_weight"] = weight
-    if rate is not None:
-        config["context_flag_rate"] = rate
-    config.pop("particle_flag_gain", None)
-    config.update(particle_flags(bundle))
+    _set_flag_settings(config, point.threshold, detection_threshold, corrector.generator_input, margin, weight, rate,
+                       particle_flags(bundle))
     if margin is not None or rate is not None:
         # The candidates the chosen setting examines (the flags add some below the threshold).
         examined = make_trial(config, detection_threshold, margin, weight, rate).score_candidates(
@@ -372,14 +345,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         "dev_sentences": len(examples),
         "correct_sides": len(examples) - n_pairs,  # error-free sentences added (with_correct_sides)
         "candidates": len(candidates),
-        "metric": "sentence.correction.f1",
-        "dev_f1": round(f1, 4),
-        "dev_precision": round(point.value("sentence.correction.precision"), 4),
-        "dev_recall": round(point.value("sentence.correction.recall"), 4),
-        "held_out_f1": None if held_out_f1 is None else round(held_out_f1, 4),
-        # The chosen setting's sweep, (edit threshold, dev F1, P, R): what `require` picks from later.
-        "curve": [[p.threshold, *(round(p.value(f"sentence.correction.{name}"), 4) for name in ("f1", "precision", "recall"))]
-                  for p in curve],
+        **_sweep_record(f1, point, curve, held_out_f1),
         "error_breakdown": breakdown,
     }
     path = write_scorer_config(model_dir, config)
@@ -387,6 +353,61 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
         f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
+
+
+def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log) -> dict:
+    """The scorer config fitted on the labelled candidates; the hand-set weights (with the prior
+    network) when there is nothing to learn from (a weak model or a tiny dev set)."""
+    if any(labels) and not all(labels):
+        return Scorer.fit([c.features for c in candidates], labels, **fit_options)
+    log("dev candidates are all gold or all wrong: keeping the default scorer weights")
+    return Scorer(prior=prior).to_config()
+
+
+def _swept_setting(trial: Corrector, setting: tuple, examples: Sequence[Example], batch_size: int, log) -> tuple:
+    """(dev F1, detection threshold, margin, LM weight, context rate, best point, curve) of one
+    flag setting: `trial` swept over the edit thresholds on dev."""
+    detection_threshold, margin, weight, rate = setting
+    result = sweep_threshold(trial, {"dev": examples}, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
+    point = result.best
+    f1 = point.value("sentence.correction.f1")
+    log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
+        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
+        f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
+        f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
+        f"R {point.value('sentence.correction.recall'):.4f})")
+    return (f1, detection_threshold, margin, weight, rate, point, result.pooled)
+
+
+def _set_flag_settings(config: dict, threshold: float, detection_threshold: float, generator_input: str,
+                       margin: float | None, weight: float, rate: float | None, particles: dict) -> None:
+    """Write the chosen thresholds and flag settings into a scorer config (those turned off removed)."""
+    config["threshold"] = threshold
+    config["detection_threshold"] = detection_threshold
+    config["generator_input"] = generator_input
+    for key in ("context_flag_rate", "generator_flag_margin", "generator_flag_lm_weight", "particle_flag_gain"):
+        config.pop(key, None)
+    if margin is not None:
+        config["generator_flag_margin"] = margin
+        if weight:
+            config["generator_flag_lm_weight"] = weight
+    if rate is not None:
+        config["context_flag_rate"] = rate
+    config.update(particles)
+
+
+def _sweep_record(f1: float, point, curve, held_out_f1: float | None) -> dict:
+    """The dev figures of the chosen setting, and its sweep as (edit threshold, dev F1, P, R):
+    what `require` picks from later."""
+    return {
+        "metric": "sentence.correction.f1",
+        "dev_f1": round(f1, 4),
+        "dev_precision": round(point.value("sentence.correction.precision"), 4),
+        "dev_recall": round(point.value("sentence.correction.recall"), 4),
+        "held_out_f1": None if held_out_f1 is None else round(held_out_f1, 4),
+        "curve": [[p.threshold, *(round(p.value(f"sentence.correction.{name}"), 4) for name in ("f1", "precision", "recall"))]
+                  for p in curve],
+    }
 
 
 def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, margin: float | None, lm_weight: float,
