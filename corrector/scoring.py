@@ -83,7 +83,7 @@ class Scorer:
     generator_flag_margin: float | None = None
     # With an n-gram LM, the flag score is the margin plus this weight times the LM's best gain
     # over the confusion set (in nats), read where the margin is above FLAG_LM_FLOOR; 0: the margin
-    # alone. Why (session 24, dev split): at the characters the discriminator leaves, margin +
+    # alone. Why (dev split): at the characters the discriminator leaves, margin +
     # 0.5 x LM holds 128 errors in its top 779 characters, the margin alone 100 in its top 770.
     generator_flag_lm_weight: float = 0.0
     # A character is examined too when, with its left or right neighbour as written, it was
@@ -202,7 +202,7 @@ class Scorer:
         logit as one network `members` x `hidden` units wide (exact: they share one
         standardisation). Why: ~870 positive candidates leave each fit at the mercy of its
         start — held-out dev F1 moves by up to ~0.016 with the seed — and the average of five beat
-        one network on six of eight held-out halves (session 27: 0.512 vs 0.505).
+        one network on six of eight held-out halves (0.512 vs 0.505).
         """
         x = feature_matrix(features)
         y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)

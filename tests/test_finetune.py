@@ -97,7 +97,7 @@ def test_homophone_words_replace_whole_words(confusion):
 def test_homophone_word_kind_off_makes_character_errors_only(confusion):
     """Weight 0 for the homophone-word kind: character substitutions only, and a 4-weight config
     (from before the kind existed) is refused rather than misread. (That weight 0 draws the very
-    pairs of the earlier code was checked against it on 2,000 corpus sentences, session 12.)"""
+    pairs of the earlier code was checked against it on 2,000 corpus sentences.)"""
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=5, kind_weights=(0.6, 0.15, 0.2, 0.05, 0)))
     pairs = [synthesizer.corrupt(s) for s in CLEAN * 20]
     assert synthesizer.stats.substitutions["homophone_word"] == 0

@@ -58,8 +58,8 @@ NASTY = (
 def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0, lr: float = 3e-3) -> Path:
     """Fit the tiny pair on a handful of sentences: errors -> discriminator 1, masks -> gold.
 
-    lr 3e-3: at 1e-2 the discriminator fitted on the Intel CPUs of sessions 1-20 but collapsed to
-    a constant (P(replaced) ~0.01 everywhere) on session 21's AMD EPYC, whose float kernels round
+    lr 3e-3: at 1e-2 the discriminator fitted on Intel CPUs but collapsed to
+    a constant (P(replaced) ~0.01 everywhere) on an AMD EPYC, whose float kernels round
     differently; at 3e-3 it flags both errors with P ~1.0 on that CPU for every seed tried."""
     build_tiny_model(output_dir, seed=seed)
     bundle = load_model(str(output_dir))

@@ -20,7 +20,7 @@
    `held_out=True` the fit is also done on each half of dev (alternate sentences), the edit
    threshold picked on that half and F1 measured on the other; the mean of both ways is
    recorded as `held_out_f1` — a less flattering figure to compare models by (the shipped
-   model's session-5 scorer: 0.378 in-sample, 0.351 held out; with `lm_margin`: 0.382 / 0.379),
+   model's first fitted scorer: 0.378 in-sample, 0.351 held out; with `lm_margin`: 0.382 / 0.379),
    though on ~525 sentences a half it is still noisy.
 4. Where recall goes (`error_breakdown`): every dev error position sorted into corrected / gold
    ranked first but under the edit threshold / outranked by another candidate / gold not among
@@ -55,7 +55,7 @@ from ..splits import HeldOut
 DETECTION_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 # Generator flag margins tried with each detection threshold (Scorer.generator_flag_margin; None:
 # the discriminator alone). Used only with a "source" generator.
-MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence (session 24)
+MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence
 # Weights of the n-gram LM's best confusion-set gain added to the margin (Scorer.generator_flag_lm_weight;
 # 0: the margin alone), tried with each margin when the model has an n-gram LM.
 LM_WEIGHT_GRID = (0.0, 0.5)
@@ -68,8 +68,8 @@ EDIT_THRESHOLDS = sorted({round(0.01 * i, 2) for i in range(1, 100)} | {round(0.
 
 
 # Particle flags (Scorer.particle_flag_gain) for a model with a particle classifier: a written
-# 的/地/得 is examined when the classifier prefers another particle at all. On the dev split (session
-# 31) gain > 0 holds 46 of the 67 particle errors at 60 of the 1,872 correct particles, -1 51 at 92.
+# 的/地/得 is examined when the classifier prefers another particle at all. On the dev split
+# gain > 0 holds 46 of the 67 particle errors at 60 of the 1,872 correct particles, -1 51 at 92.
 PARTICLE_FLAG_GAIN = 0.0
 
 
@@ -149,7 +149,7 @@ def with_correct_sides(pairs: Sequence[Example]) -> tuple[list[Example], list[in
     are half error-free or more (SIGHAN-14/15 about 51 %). A scorer fitted there never sees the
     candidates that flags raise in correct text, nor is its edit threshold set where false alarms
     cost what they cost in use; the correct sides are those candidates, in the same writers' words,
-    each beside the error it came from. Session 34 (16 held-out halves of dev, the shipped
+    each beside the error it came from. Measured on 16 held-out halves of dev (the shipped
     setting, two passes): sentence correction F1 +0.014 on halves with their correct sides, 16 of
     16 better, and +0.006 on the pairs alone (11 of 16)."""
     twins = [Example(source=e.target, target=e.target, id=f"{e.id}:correct", line=e.line, label=0)
@@ -174,9 +174,9 @@ def training_twins(pairs: Sequence[Example], train: Sequence[str | Path], shared
 
     Why: SIGHAN repeats its sentences across years, so 449 of the shipped model's 1,050 dev pairs
     have such a twin, and the networks were fine-tuned on the twins: the discriminator's average
-    precision is 0.549 on those dev sentences and 0.330 on the rest (session 35). Held-out F1 on
+    precision is 0.549 on those dev sentences and 0.330 on the rest. Held-out F1 on
     the sentences without a twin is the nearer estimate of text the networks have never seen, and
-    the one where a change of the networks shows what it does for new text (session 35's
+    the one where a change of the networks shows what it does for new text (a
     continued fine-tune lost 0.006 on all of dev, 0.002 on those)."""
     dev = {(e.source, e.target) for e in pairs}
     training = [(e.source, e.target) for spec in train for e in read_dataset(str(spec)).examples
@@ -192,7 +192,7 @@ def dev_parts(pairs: Sequence[Example], parts: Mapping[str, Sequence[str | Path]
     Why: a dev split carved from several training sets mixes their kinds of text, and the tests
     that matter may be one kind. Shipped dev: 517 of 1,050 pairs from SIGHAN's training sets, 533
     from ECSpell's; 9 % of the SIGHAN part has a training twin and 75 % of the ECSpell part, as
-    6-12 % of SIGHAN's tests and 63-78 % of ECSpell's do (session 36), so the SIGHAN part is the
+    6-12 % of SIGHAN's tests and 63-78 % of ECSpell's do, so the SIGHAN part is the
     dev figure to read for the SIGHAN-15 milestone."""
     result = {}
     for name, files in parts.items():
@@ -215,7 +215,7 @@ def require(model_dir: str | Path, required: Sequence[tuple[str, str]], toleranc
 
     Why a step of its own: a promise such as the README's example (少先队员因该为老人让坐 → …让座)
     is a product requirement a dev sweep knows nothing of, and on the sweep's plateau its choice is
-    noise — for session 34's scorer thresholds 0.37-0.44 are within two of 1,817 dev sentences of
+    noise — for the shipped scorer thresholds 0.37-0.44 are within two of 1,817 dev sentences of
     each other, and its held-out halves chose anywhere from 0.28 to 0.42. So the requirement picks
     among near-equal thresholds, and its dev cost is recorded. Run it on the release, after its
     tables are counted from every training pair (they move confidences by ~0.01)."""
@@ -269,7 +269,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     (`with_correct_sides`) to the fit, the threshold sweeps and the held-out estimate.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
     features, so the corrector proposes them with this scorer; off by default: on the shipped
-    model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise."""
+    model's dev split they measured +0.003 held-out F1 over random halves, noise."""
     if members < 1:
         raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
@@ -502,8 +502,8 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
                     fit_detection_threshold: float = 0.01, members: int = DEFAULT_MEMBERS, seed: int = 0,
                     correct_sides: bool = True, twins_of: Sequence[str | Path] = (),
                     parts: Mapping[str, Sequence[str | Path]] | None = None, log=print) -> list[HalfScore]:
-    """How well a model's scorer form generalises on its dev split, as sessions 28-33 chose
-    between models (`finetune heldout`): for each split number, dev is shuffled with that seed and
+    """How well a model's scorer form generalises on its dev split, as the shipped model was
+    chosen among others (`finetune heldout`): for each split number, dev is shuffled with that seed and
     cut in two halves, and `fit_and_score` runs both ways — the scorer networks refitted on one
     half (the model's inputs and prior, `members` networks), the edit threshold swept there, F1 on
     the other half with one and two passes. The flag settings are the model's own (scorer.json);

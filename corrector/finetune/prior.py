@@ -2,7 +2,7 @@
 
 Why: the scorer network can only be fitted on the calibration dev split (~1,000 sentences,
 ~900 gold candidates), because the discriminator and generator were fine-tuned on every other
-real pair and have memorised them (session 27: the discriminator's average precision at the
+real pair and have memorised them (the discriminator's average precision at the
 errors is 0.72 on training sentences against 0.42 on dev). The evidence the networks do not
 touch — the n-gram LM's gains, the error pairs and their contexts, the confusion relations —
 can learn from ten times as many real errors, if it is counted without the sentences it is

@@ -73,7 +73,7 @@ class FinetuneConfig(LoopConfig):
     # pretrain.modeling.keep_layers): a faster discriminator for CPU serving.
     discriminator_layers: int | None = None
     # The same for the generator: its pass over a sentence cost as much as the discriminator's
-    # once that kept six layers (ONNX Runtime, one SIGHAN sentence, session 21: 3.7 vs 3.9 ms).
+    # once that kept six layers (ONNX Runtime, one SIGHAN sentence: 3.7 vs 3.9 ms).
     generator_layers: int | None = None
     # Train the generator alone: the discriminator and the embeddings it shares with the
     # generator stay as they are (the discriminator is not even run) — a cheaper step, for
@@ -82,7 +82,7 @@ class FinetuneConfig(LoopConfig):
     # Knowledge distillation (Hinton et al. 2015; DistilBERT): a model dir whose generator is the
     # teacher — typically the full-depth generator a --generator-layers student was cut from. Its
     # soft predictions carry what the hard target cannot (which other characters are plausible).
-    # Measured once (session 22, CPU, 2,000 steps × 64 on the 6-layer cut): the KL to the teacher
+    # Measured once (CPU, 2,000 steps × 64 on the 6-layer cut): the KL to the teacher
     # fell by a fifth, the student's top-1 at wrong characters did not move (model card).
     distill_from: str | None = None
     distill_weight: float = 1.0  # weight of the KL term against the target cross-entropy

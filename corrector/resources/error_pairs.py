@@ -36,8 +36,8 @@ so the calibrated weights do not trust the table more than it deserves) and stor
 `error_pairs.json` in the model directory. `--shared-span 8` also leaves out the training pairs
 that share an 8-character run with a dev sentence (SIGHAN's years repeat sentences: 1,097 such
 pairs gave 49 of the 1,090 dev errors their own correction in context); measured on the dev
-sentences that have no such twin, that table did slightly worse (held-out F1 0.4631 vs 0.4697,
-session 27), so the default keeps them.
+sentences that have no such twin, that table did slightly worse (held-out F1 0.4631 vs 0.4697),
+so the default keeps them.
 """
 
 from __future__ import annotations

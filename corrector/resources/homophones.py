@@ -22,7 +22,7 @@ scores the members like any candidate and accepts a word only as a whole (pipeli
 Opt-in: the pipeline proposes words only for a scorer fitted on their features (`finetune
 calibrate --word-candidates`). On the shipped model's dev split such a scorer corrected 42
 adjacent errors instead of 6, but held-out F1 moved by +0.003 over random halves (noise: only
-50 gold words are in reach there), at ~5 % of the throughput; docs/history.md, session 19.
+50 gold words are in reach there), at ~5 % of the throughput (docs/history.md).
 
 The index is cached as JSON beside the confusion tables (`confusion.cache_dir()`).
 """

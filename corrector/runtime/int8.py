@@ -23,8 +23,8 @@ KERNELS = ("auto", "int", "float")
 def int8_kernel() -> str:
     """How `Int8Linear` multiplies: "int" (torch._int_mm, int32 sums) or "float" (the same int8
     values as floats, exact: see FLOAT32_EXACT_DEPTH). Both give identical results; only speed
-    differs. torch's CPU int8 matmul is fast where the CPU has VNNI (the Intel machines of sessions
-    9-20) and a slow fallback where it has not — on an AVX2-only AMD EPYC (session 21) 15-30x
+    differs. torch's CPU int8 matmul is fast where the CPU has VNNI (the Intel machines it was
+    first measured on) and a slow fallback where it has not — on an AVX2-only AMD EPYC 15-30x
     slower than fp32 (16 vs 1.1 ms for 16 x 128 @ 128 x 6,884, the generator's head), which made
     the int8 corrector slower than fp32. So "auto" (the default; `CSC_INT8_KERNEL` overrides) times
     both once per process on a head-sized product and keeps the faster."""

@@ -4,7 +4,7 @@ shared among them.
 Why processes and not the corrector's batch threads (`CorrectorConfig.workers`): between its
 ONNX Runtime passes a batch runs hundreds of small numpy, torch and Python steps, and each of them
 takes and gives back the GIL, so two batch threads in one process mostly hand the GIL to each
-other. Measured (session 28, 2-core Zen 4, shipped model, eight copies of the service load test's
+other. Measured (2-core Zen 4, shipped model, eight copies of the service load test's
 sentence, one torch thread per worker, median of 150 calls): one thread 23.0 ms for all eight,
 15.2 ms for four; two threads with four each 19.5 ms (1.18x one thread); two processes with
 four each 16.0 ms (1.44x) — the processes share nothing but the memory bus.
