@@ -379,41 +379,6 @@ def test_generator_layers_with_a_frozen_discriminator_train_the_generator_alone(
     assert not any("disc_loss" in row for row in log)  # the discriminator was not run
 
 
-def test_distillation_pulls_a_cut_generator_towards_its_teacher(tiny_model_dir: Path, tmp_path: Path):
-    import torch.nn.functional as F
-
-    from corrector.finetune.train import FinetuneConfig, train
-    from corrector.runtime.models import load_model
-
-    def disagreement(student, teacher, ids: torch.Tensor) -> float:
-        """KL(teacher || student) of the two generators' predictions, averaged over positions."""
-        with torch.no_grad():
-            t, s = (F.log_softmax(m(input_ids=ids).logits, -1) for m in (teacher, student))
-        return float((t.exp() * (t - s)).sum(-1).mean())
-
-    data = tmp_path / "train.tsv"
-    write_pairs(data, toy_pairs())
-    teacher = load_model(str(tiny_model_dir)).generator.eval()
-    tokenizer = load_model(str(tiny_model_dir)).tokenizer
-    ids = torch.tensor([tokenizer.with_special_tokens(tokenizer.encode("少先队员因该为老人让坐。").ids)])
-
-    def cut(name: str, **distill) -> float:
-        train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(tmp_path / name), batch_size=8,
-                             lr=3e-3, warmup_steps=1, max_steps=8, save_every=100, log_every=1, cpu=True, seed=0,
-                             generator_input="masked", generator_layers=1, freeze_discriminator=True, **distill))
-        log = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        assert all(("distill_loss" in row) == bool(distill) for row in log if "gen_loss" in row)
-        return disagreement(load_model(str(tmp_path / name)).generator.eval(), teacher, ids)
-
-    # The same cut and steps, with and without the teacher: the taught one ends closer to it.
-    assert cut("taught", distill_from=str(tiny_model_dir), distill_weight=10.0) < cut("alone")  # ~0.0033 vs 0.0045
-
-    # The teacher must read what the student is trained to read.
-    with pytest.raises(ValueError, match="reads 'masked' input"):
-        train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(tmp_path / "bad"), max_steps=1,
-                             cpu=True, generator_input="source", distill_from=str(tiny_model_dir)))
-
-
 def calibration_inputs(tiny_model_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
     """(dev set of five toy pairs, a copy of the tiny model to calibrate)."""
     import shutil

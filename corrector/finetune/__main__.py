@@ -49,10 +49,6 @@ HELP = {
                             "last (a faster discriminator; default: all)",
     "generator_layers": "start from this many of the initial generator's layers, evenly spaced (default: all)",
     "freeze_discriminator": "train the generator alone: the discriminator and the shared embeddings stay as they are",
-    "distill_from": "model dir whose generator teaches this run's generator (knowledge distillation; e.g. the "
-                    "full-depth model a --generator-layers student is cut from)",
-    "distill_weight": "weight of the distillation KL term against the target cross-entropy",
-    "distill_temperature": "softmax temperature of the distillation term",
     "seed": "random seed (data order, masking; the dev split too unless --dev-seed)",
 }
 
