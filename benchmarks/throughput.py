@@ -91,8 +91,9 @@ def random_mini_model(directory: Path) -> Path:
     """PRESETS["mini"] with random weights over the common characters: the shipped model's size."""
     import importlib.util
 
-    from corrector.pretrain.modeling import PRESETS, build_pair, save_pair
+    from corrector.pretrain.modeling import PRESETS, build_pair
     from corrector.pretrain.vocab import build_vocab, write_tokenizer
+    from corrector.runtime.models import save_pair
 
     spec = importlib.util.find_spec("char_similar")
     table = Path(list(spec.submodule_search_locations)[0]) / "data" / "char_frequency.dict"

@@ -267,7 +267,7 @@ def resume_step(cfg, accelerator, model: nn.Module, optimizer, scheduler, order:
 
 def save_final(accelerator, model: nn.Module, output: Path, tokenizer_dir: str) -> None:
     """The trained pair as `OUT/discriminator/`, `OUT/generator/` + tokenizer files."""
-    from .pretrain.modeling import save_pair
+    from .runtime.models import save_pair
 
     write_weight_fingerprint(output, accelerator, model)
     if accelerator.is_main_process:

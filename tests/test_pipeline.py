@@ -97,7 +97,7 @@ def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0, lr: float = 3e
         optimizer.zero_grad()
         (d_loss + g_loss).backward()
         optimizer.step()
-    from corrector.pretrain.modeling import save_pair
+    from corrector.runtime.models import save_pair
 
     save_pair(disc.eval(), gen.eval(), str(output_dir))
     return output_dir

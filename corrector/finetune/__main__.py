@@ -287,11 +287,11 @@ def run_ship(args: argparse.Namespace) -> int:
 
     import torch
 
-    from ..pretrain.modeling import load_pair, save_pair
+    from ..pretrain.modeling import load_pair
     from ..resources.error_pairs import FILENAME as ERROR_PAIRS_FILE
     from ..resources.ngram import FILENAME as NGRAM_FILE
     from ..resources.particles import FILENAME as PARTICLES_FILE
-    from ..runtime.models import SCORER_FILE
+    from ..runtime.models import SCORER_FILE, save_pair
 
     source, target = Path(args.model), Path(args.output)
     discriminator, generator, tokenizer_dir = load_pair(str(source))

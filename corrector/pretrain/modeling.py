@@ -154,25 +154,3 @@ def load_pair(path_or_id: str) -> tuple[ElectraForPreTraining, ElectraForMaskedL
     if discriminator.config.embedding_size == generator.config.embedding_size:
         tie_embeddings(discriminator, generator)
     return discriminator, generator, paths.tokenizer
-
-
-@torch.no_grad()
-def save_pair(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM, output_dir: str,
-              tokenizer_dir: str | None = None, dtype: torch.dtype | None = None) -> None:
-    """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`.
-    `dtype` (e.g. torch.float16 for shipping) converts copies; the models passed in are untouched."""
-    import copy
-    import shutil
-    from pathlib import Path
-
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, model in (("discriminator", discriminator), ("generator", generator)):
-        if dtype is not None:
-            model = copy.deepcopy(model).to(dtype)
-        model.save_pretrained(out / name, safe_serialization=True)
-    if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != out.resolve():
-        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-            src = Path(tokenizer_dir) / name
-            if src.exists():
-                shutil.copy2(src, out / name)

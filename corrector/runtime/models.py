@@ -16,9 +16,11 @@ a generator (ElectraForMaskedLM) with a BERT-style vocabulary. Accepted layouts:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,3 +250,22 @@ def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", 
     if bf16 != bundle.bf16:  # a copy: the shared bundle keeps its own setting
         bundle = dataclasses.replace(bundle, bf16=bf16)
     return bundle
+
+
+@torch.no_grad()
+def save_pair(discriminator: PreTrainedModel, generator: ElectraForMaskedLM, output_dir: str,
+              tokenizer_dir: str | None = None, dtype: torch.dtype | None = None) -> None:
+    """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`:
+    the layout `load_model` reads (training, `finetune ship`).
+    `dtype` (e.g. torch.float16 for shipping) converts copies; the models passed in are untouched."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, model in (("discriminator", discriminator), ("generator", generator)):
+        if dtype is not None:
+            model = copy.deepcopy(model).to(dtype)
+        model.save_pretrained(out / name, safe_serialization=True)
+    if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != out.resolve():
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            src = Path(tokenizer_dir) / name
+            if src.exists():
+                shutil.copy2(src, out / name)
