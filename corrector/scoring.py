@@ -79,10 +79,10 @@ class Scorer:
     prior: dict | None = None
     # A character the discriminator leaves below `detection_threshold` is examined too when the
     # generator ("source" input) gives a character of its confusion set a logit this much above
-    # the written one's (candidates.GeneratorPass.confusion_margins); None: the discriminator alone.
+    # the written one's (runtime.passes.GeneratorPass.confusion_margins); None: the discriminator alone.
     generator_flag_margin: float | None = None
     # With an n-gram LM, the flag score is the margin plus this weight times the LM's best gain
-    # over the confusion set (in nats), read where the margin is above FLAG_LM_FLOOR; 0: the margin
+    # over the confusion set (in nats), read where the margin is above detection.FLAG_LM_FLOOR; 0: the margin
     # alone. Why (dev split): at the characters the discriminator leaves, margin +
     # 0.5 x LM holds 128 errors in its top 779 characters, the margin alone 100 in its top 770.
     generator_flag_lm_weight: float = 0.0

@@ -17,7 +17,7 @@ least two characters (one-character fixes are the per-character candidates' job)
 into candidates: one group per word, one member per changed character, each member carrying
 the per-character evidence of its own character plus the word's (`word_gain`: the n-gram LM's
 gain for writing the whole word, `word_size`, and its dictionary frequency). The pipeline
-scores the members like any candidate and accepts a word only as a whole (pipeline.py).
+scores the members like any candidate and accepts a word only as a whole (acceptance.winners).
 
 Opt-in: the pipeline proposes words only for a scorer fitted on their features (`finetune
 calibrate --word-candidates`). On the shipped model's dev split such a scorer corrected 42

@@ -42,7 +42,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = PROJECT_ROOT / "data" / "model"
 MODEL_ENV_VAR = "CORRECTOR_MODEL"
 SCORER_FILE = "scorer.json"
-# What the generator sees at the positions it proposes characters for (see candidates.py):
+# What the generator sees at the positions it proposes characters for (see runtime/passes.py):
 # "masked" — [MASK], as in pre-training; "source" — the character as written, the BERT-CSC way
 # (the fine-tuned generator then maps a sentence with errors to the corrected one).
 GENERATOR_INPUTS = ("masked", "source")

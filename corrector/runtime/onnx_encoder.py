@@ -189,7 +189,7 @@ class OnnxElectraEncoder(InferenceEncoder):
         self.config = encoder.config
         self.word_embeddings = encoder.embeddings.word_embeddings  # for get_input_embeddings
         options = onnxruntime.SessionOptions()
-        # One thread per run: the corrector runs its batches on parallel workers (pipeline.py).
+        # One thread per run: the corrector runs its batches on parallel workers (threads.py).
         # Two threads made a lone discriminator pass faster (4.1 -> 2.4 ms) but the corrector's
         # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight torch's and the Python stages.
         options.intra_op_num_threads = 1
