@@ -121,3 +121,17 @@ def test_the_library_imports_neither_the_evaluator_nor_the_service():
     leaks = {name: sorted(t for t in targets if t.split(".")[0] in ("evaluate", "service"))
              for name, targets in graph.items() if name.split(".")[0] == "corrector"}
     assert {name: found for name, found in leaks.items() if found} == {}
+
+
+def test_public_names_import_from_the_package_and_their_former_modules():
+    from corrector import Corrector, CorrectorConfig, Edit, Result
+    from corrector.confusion import ConfusionSet
+    from corrector.models import load_model
+    from corrector.processes import ProcessCorrector
+    from corrector.resources.confusion import ConfusionSet as moved_confusion
+    from corrector.runtime.models import load_model as moved_load_model
+    from corrector.runtime.processes import ProcessCorrector as moved_process_corrector
+
+    assert (ConfusionSet, load_model, ProcessCorrector) == (moved_confusion, moved_load_model, moved_process_corrector)
+    assert Corrector.__module__ == CorrectorConfig.__module__ == "corrector.pipeline"
+    assert Result(source="a", target="a").edits == [] and Edit(0, "因", "应", 0.5).kind == "other"
