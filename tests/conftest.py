@@ -79,3 +79,12 @@ def confusion():
     from corrector.resources.confusion import ConfusionSet
 
     return ConfusionSet.build()
+
+
+@pytest.fixture(scope="session")
+def shipped_corrector():
+    """The default Corrector over the model shipped in data/model, loaded once per session."""
+    from corrector import Corrector
+    from corrector.runtime.models import DEFAULT_MODEL_DIR
+
+    return Corrector(str(DEFAULT_MODEL_DIR))

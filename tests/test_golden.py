@@ -109,10 +109,8 @@ def golden() -> dict:
 
 
 @pytest.fixture(scope="module")
-def corrector():
-    from corrector import Corrector
-
-    return Corrector(str(MODEL_DIR))
+def corrector(shipped_corrector):
+    return shipped_corrector  # the default Corrector over data/model (conftest.py)
 
 
 def _assert_edits_equal(got: list[list], want: list[list], where: str) -> None:
