@@ -21,7 +21,7 @@ import random
 import sys
 
 from ..runtime.models import GENERATOR_INPUTS
-from ..training import add_config_arguments, config_from_args
+from ..training import add_config_arguments, config_from_args, subcommand_parser
 from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
 
@@ -184,18 +184,9 @@ def _add_ship_command(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    _add_synth_command(commands)
-    _add_train_command(commands)
-    _add_pairs_command(commands)
-    _add_prior_command(commands)
-    _add_calibrate_command(commands)
-    _add_heldout_command(commands)
-    _add_require_command(commands)
-    _add_ship_command(commands)
-    return parser
+    adders = (_add_synth_command, _add_train_command, _add_pairs_command, _add_prior_command,
+              _add_calibrate_command, _add_heldout_command, _add_require_command, _add_ship_command)
+    return subcommand_parser("python -m corrector.finetune", __doc__, adders)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from ..resources.particles import PAIRS_WEIGHT
-from ..training import add_config_arguments, config_from_args
+from ..training import add_config_arguments, config_from_args, subcommand_parser
 from .modeling import PRESETS
 from .train import PretrainConfig
 
@@ -115,15 +115,9 @@ def _add_bench_command(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m corrector.pretrain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    _add_vocab_command(commands)
-    _add_train_command(commands)
-    _add_ngram_command(commands)
-    _add_particles_command(commands)
-    _add_bench_command(commands)
-    return parser
+    adders = (_add_vocab_command, _add_train_command,
+              _add_ngram_command, _add_particles_command, _add_bench_command)
+    return subcommand_parser("python -m corrector.pretrain", __doc__, adders)
 
 
 def main(argv: list[str] | None = None) -> int:
