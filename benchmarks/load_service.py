@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="csc-tiny-model-") as scratch:
             model = build_tiny_model(scratch) if args.tiny_model else args.model
             if not model:
-                from corrector.models import default_model_path
+                from corrector.runtime.models import default_model_path
 
                 model = default_model_path()
             print(f"model: {model}", flush=True)

@@ -15,7 +15,7 @@ shipped size (PRESETS["mini"], 6 x 256, vocabulary of the ~6,300 common characte
 weights would flag about half of all characters, so for a random model the detection threshold is
 set to flag --flag-rate of the characters (default 5%, roughly a trained model on SIGHAN) for
 both systems, and the corrector's edit threshold is 0 so every flagged position goes through
-candidate scoring and the recheck pass: the work per sentence is then an upper bound, not a
+candidate scoring: the work per sentence is then an upper bound, not a
 best case. Final figures come with the trained model.
 """
 
@@ -38,12 +38,13 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from corrector.classic import ClassicCorrector  # noqa: E402
-from corrector.confusion import ConfusionSet  # noqa: E402
-from corrector.detection import detect, make_batch  # noqa: E402
-from corrector.models import default_model_path, load_model  # noqa: E402
+from corrector.baselines.classic import ClassicCorrector  # noqa: E402
+from corrector.detection import detect  # noqa: E402
 from corrector.pipeline import Corrector, CorrectorConfig  # noqa: E402
-from corrector.tokenization import is_cjk  # noqa: E402
+from corrector.resources.confusion import ConfusionSet  # noqa: E402
+from corrector.runtime.models import default_model_path, load_model  # noqa: E402
+from corrector.runtime.passes import make_batch  # noqa: E402
+from corrector.text.tokenization import is_cjk  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -67,7 +68,7 @@ def parse_args() -> argparse.Namespace:
                         help="also time the corrector with its batches in the calling thread (workers=1, all torch threads)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="edit threshold (default: the model's; 0 for the random model: every flagged position "
-                             "is scored and rechecked, an upper bound on the work)")
+                             "is scored, an upper bound on the work)")
     parser.add_argument("--flag-rate", type=float, default=0.05, help="random model only: share of characters flagged")
     parser.add_argument("--output", default=str(ROOT / "runs" / "benchmarks" / "throughput.json"))
     args = parser.parse_args()
@@ -90,8 +91,9 @@ def random_mini_model(directory: Path) -> Path:
     """PRESETS["mini"] with random weights over the common characters: the shipped model's size."""
     import importlib.util
 
-    from corrector.pretrain.modeling import PRESETS, build_pair, save_pair
+    from corrector.pretrain.modeling import PRESETS, build_pair
     from corrector.pretrain.vocab import build_vocab, write_tokenizer
+    from corrector.runtime.models import save_pair
 
     spec = importlib.util.find_spec("char_similar")
     table = Path(list(spec.submodule_search_locations)[0]) / "data" / "char_frequency.dict"

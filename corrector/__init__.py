@@ -1,24 +1,26 @@
-"""Chinese spelling correction with an ELECTRA discriminator, generator and scorer."""
+"""Chinese spelling correction with an ELECTRA discriminator, generator and scorer.
+
+    from corrector import Corrector, CorrectorConfig, Result, Edit
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .runtime import RUNTIMES
+
 __version__ = "0.1.0"
-# What runs the int8 networks' encoders (`Corrector(runtime=...)`, `--runtime` of the CLI, service
-# and evaluator): "onnxruntime" (onnx_encoder.py), "torch" (lean_encoder.py), "auto" = ORT where
-# installed. Here, not in pipeline.py, so that argument parsers need not import torch.
-RUNTIMES = ("auto", "onnxruntime", "torch")
-__all__ = ["Corrector", "Edit", "Result", "__version__", "load_model"]
+__all__ = ["RUNTIMES", "Corrector", "CorrectorConfig", "Edit", "Result", "__version__", "load_model"]
 
 if TYPE_CHECKING:
-    from .models import load_model
-    from .pipeline import Corrector
+    from .pipeline import Corrector, CorrectorConfig
     from .result import Edit, Result
+    from .runtime.models import load_model
 
 # Exported lazily (PEP 562): `import corrector.result` must not pay for importing torch and
 # transformers — the service's light tests and the evaluator's readers rely on that.
-_EXPORTS = {"Corrector": ".pipeline", "load_model": ".models", "Edit": ".result", "Result": ".result"}
+_EXPORTS = {"Corrector": ".pipeline", "CorrectorConfig": ".pipeline", "load_model": ".runtime.models",
+            "Edit": ".result", "Result": ".result"}
 
 
 def __getattr__(name: str):

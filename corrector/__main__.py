@@ -23,8 +23,8 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from . import RUNTIMES
-from .script import CHOICES as TRADITIONAL_CHOICES
+from .runtime import RUNTIMES
+from .text.script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
 BLOCK_LINES = 1024  # lines corrected per call: enough to sort into well-filled batches
@@ -40,7 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     parser.add_argument("--threshold", type=float, help="minimum confidence (0-1) of an edit (default: scorer.json)")
     parser.add_argument("--detection-threshold", type=float, help="discriminator probability that flags a character")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="sentences per correct_batch call (default: 32): larger batches are faster per sentence")
     parser.add_argument("--max-edits", type=int, default=None, help="most edits per sentence (default 4)")
     parser.add_argument("--passes", type=int, choices=(1, 2), default=None,
                         help="2 (default, CorrectorConfig.passes): texts with edits are corrected again next to "
@@ -98,13 +99,13 @@ def build_corrector(args: argparse.Namespace):
     hf_logging.disable_progress_bar()  # model loading bars would clutter the output
     import torch
 
-    from .models import load_model
+    from .runtime.models import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
     bundle = load_model(args.model, device=args.device)
     if args.classic:
-        from .classic import ClassicCorrector
+        from .baselines.classic import ClassicCorrector
 
         return ClassicCorrector(bundle, confusion_file=args.confusion)
     from .pipeline import DEFAULT_MAX_EDITS, Corrector, CorrectorConfig
@@ -138,7 +139,7 @@ class LazyCorrector:
 
     def correct_batch(self, texts: list[str]):
         from .result import Result
-        from .tokenization import is_cjk
+        from .text.tokenization import is_cjk
 
         if not any(is_cjk(ch) for text in texts for ch in text):
             return [Result.unchanged(t) for t in texts]

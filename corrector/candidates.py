@@ -25,9 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .confusion import LEARNED_PAIR, ConfusionSet
-from .detection import Batch
-from .models import ModelBundle
+from .resources.confusion import LEARNED_PAIR, ConfusionSet
+from .runtime.models import ModelBundle
 
 
 @dataclass(frozen=True)
@@ -133,110 +132,6 @@ def cjk_bias(bundle: ModelBundle) -> torch.Tensor:
     ids = torch.tensor([i for i in bundle.tokenizer.cjk_ids if i < vocab_size], dtype=torch.long)
     bias[ids] = 0.0
     return bias
-
-
-@torch.inference_mode()
-def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
-                        groups: int = 1, mask: bool = True) -> torch.Tensor:
-    """Generator log-probs (N, V) at the flagged positions (rows[n], index[n]).
-
-    `mask=False` ("source" input): one pass over the sentences as written — a generator
-    fine-tuned to map a sentence with errors to the corrected one reads every neighbour and the
-    suspect character itself. `mask=True` ("masked" input): the flagged positions are [MASK]ed;
-    `groups` = 1 masks all N at once, which with a low detection threshold leaves the generator
-    almost no context; `groups` = K masks positions with index % K == g in pass g, so every
-    masked character keeps its neighbours — K passes instead of one.
-    """
-    if not mask or groups <= 1:  # one pass: its (N, V) result as is, no copy
-        return _generator_pass(bundle, batch, rows, index, mask=mask)
-    out = torch.empty(len(rows), bundle.generator.config.vocab_size)
-    group_of = index % groups
-    for group in range(groups):
-        chosen = (group_of == group).nonzero(as_tuple=True)[0]
-        if len(chosen):
-            out[chosen] = _generator_pass(bundle, batch, rows[chosen], index[chosen], mask=True)
-    return out
-
-
-def _generator_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
-                    mask: bool) -> torch.Tensor:
-    """One generator pass (the (rows[n], index[n]) positions masked if `mask`): their log-probs (N, V)."""
-    # Only the rows with a flagged position go through the generator, trimmed to their width.
-    used, rows = torch.unique(rows, return_inverse=True)
-    width = int(batch.attention_mask[used.to(batch.attention_mask.device)].sum(1).max())
-    input_ids = batch.input_ids[used.to(batch.input_ids.device), :width].clone()
-    attention_mask = batch.attention_mask[used.to(batch.attention_mask.device), :width]
-    cols = (index + 1).to(input_ids.device)  # +1 for [CLS]
-    if mask:
-        input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
-    generator = bundle.generator
-    if reads_positions(generator):
-        return GeneratorPass(bundle, input_ids, attention_mask).log_probs(rows, index)
-    with bundle.autocast():  # any other masked-LM class: full head, then pick
-        logits = generator(input_ids=input_ids, attention_mask=attention_mask).logits
-    return logits[rows.to(logits.device), cols].float().log_softmax(-1).cpu()
-
-
-def reads_positions(generator: torch.nn.Module) -> bool:
-    """Whether the generator is an ELECTRA masked LM whose head can be applied at chosen positions."""
-    return hasattr(generator, "electra") and hasattr(generator, "generator_predictions")
-
-
-class GeneratorPass:
-    """One generator encoder pass over sentences (as given), read at any positions afterwards:
-    the flagged positions' distributions (`log_probs`) and, at the others, how much the generator
-    prefers a confusable character to the written one (`confusion_margins`)."""
-
-    @torch.inference_mode()
-    def __init__(self, bundle: ModelBundle, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.bundle = bundle
-        with bundle.autocast():
-            self.hidden = bundle.generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    @torch.inference_mode()
-    def states(self, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """The head's input at characters (rows[n], index[n]): (N, embedding size)."""
-        picked = self.hidden[rows.to(self.hidden.device), (index + 1).to(self.hidden.device)]  # +1 for [CLS]
-        with self.bundle.autocast():
-            return self.bundle.generator.generator_predictions(picked)
-
-    @torch.inference_mode()
-    def log_probs(self, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        with self.bundle.autocast():
-            logits = self.bundle.generator.generator_lm_head(self.states(rows, index))
-        return logits.float().log_softmax(-1).cpu()
-
-    @torch.inference_mode()
-    def confusion_margins(self, rows: torch.Tensor, index: torch.Tensor, written_ids: torch.Tensor,
-                          candidate_ids: list[np.ndarray], output_layer: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Per character n: the largest logit among `candidate_ids[n]` (its confusion set) minus
-        the written character's, -inf where the set is empty. Only those rows of the output layer
-        are read, not the whole vocabulary: 30-110 per character instead of ~21,000."""
-        weight, bias = output_layer
-        states = self.states(rows, index).float().cpu()
-        site = torch.from_numpy(np.repeat(np.arange(len(candidate_ids)), [len(ids) for ids in candidate_ids]))
-        targets = torch.from_numpy(np.concatenate(candidate_ids)) if len(site) else torch.zeros(0, dtype=torch.long)
-        written = _row_dots(states, weight, written_ids) + bias.index_select(0, written_ids)
-        logits = _row_dots(states.index_select(0, site), weight, targets) + bias.index_select(0, targets)
-        best = torch.full((len(candidate_ids),), float("-inf")).scatter_reduce(0, site, logits, "amax")
-        return best - written
-
-
-def _row_dots(states: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """states[n] . weight[ids[n]] for every n, as one batched product (half the time of
-    multiply-and-sum on ~10^4 rows: no (N, E) product is materialised)."""
-    return torch.bmm(states.unsqueeze(1), weight.index_select(0, ids).unsqueeze(2)).view(-1)
-
-
-def output_layer(generator: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    """The generator's vocabulary projection as float (V, E) weight and (V,) bias on the CPU
-    (an int8 head's weights dequantized)."""
-    from .quantization import Int8Linear
-
-    head = generator.generator_lm_head
-    weight = head.dequantized_weight() if isinstance(head, Int8Linear) else head.weight.detach().float()
-    bias = head.bias.detach().float() if head.bias is not None else torch.zeros(weight.shape[0])
-    return weight.cpu(), bias.cpu()
 
 
 @dataclass

@@ -1,46 +1,10 @@
 """The scorer: a logistic model over a small, named feature vector per candidate correction.
 
-For a flagged position with original character `o` and candidate `c` the features are
+For each candidate correction the features x are those of features.py (names, formulas), and
 
-    bias            1
-    gen_logprob     log P_gen(c | context), flagged positions masked (clipped to [-20, 0])
-    orig_logprob    log P_gen(o | context), the same distribution
-    gen_top1        1 if c is the generator's most likely CJK character there
-    detect_prob     discriminator P(replaced) of o in the source sentence
-    recheck_prob    discriminator P(replaced) at the position after writing c there
-    same_pinyin     c and o share a toneless syllable (heteronyms included)
-    similar_pinyin  they share one only up to the fuzzy pairs zh/z n/l in/ing ...
-    similar_shape   similar four-corner code / stroke order / components
-    user_pair       the pair is in the user's confusion file
-    cand_word       log10(1 + jieba frequency) of the most frequent 2-4 char word covering the
-                    position once c is written there (0 if none); for a character of a word
-                    candidate, at least that word's own frequency
-    orig_word       the same with o
-    proper_noun     the position is inside a jieba proper-noun token (nr/ns/nt/nz)
-    lm_gain         log P_ngram(sentence with c) - log P_ngram(sentence with o), the model's
-                    character n-gram LM (ngram.py), clipped to [-20, 20]; 0 without one
-    lm_gain_unrelated  lm_gain again when c is in no confusion relation with o, else 0: a gain
-                    for an unconfusable character (a generator guess) is weaker evidence of a
-                    typo, so it gets its own slope
-    lm_margin       lm_gain minus the best lm_gain of the other candidates at the position
-                    (-20 when there is none): is c the clear local winner, or one of several
-                    characters the n-gram LM likes about as well?
-    pair_log_count  log(1 + times o was corrected to c in the model's training data)
-    pair_log_rate   log((that count + 0.1) / (occurrences of o there + 1)); both 0 for a model
-                    without an error-pair table (error_pairs.py)
-    word_gain       for a character of a word candidate (homophones.py: a dictionary word that
-                    sounds like the written span, >= 2 characters changed): the n-gram LM's gain
-                    for writing the whole word, clipped to [-20, 20]; 0 for a single character
-    word_size       how many characters that word changes; 0 for a single character
-    ctx_log_count   log(1 + times o was corrected to c in training with the same left or right
-                    neighbour as here (error_pairs.py, context counts))
-    ctx_log_rate    log((that count + 0.1) / (occurrences of that written bigram there + 1)), as
-                    pair_log_rate; both 0 for a model without context counts
-    particle_gain   where o and c are both structural particles (的/地/得): log P(c) - log P(o) of
-                    the model's particle classifier (particles.py), clipped to [-20, 20]; 0
-                    elsewhere and for a model without one
+    confidence = sigmoid(w . x)
 
-confidence = sigmoid(w . x) and a candidate is accepted when it is the best one for its
+A candidate is accepted when it is the best one for its
 position and confidence >= `threshold`. The weights and thresholds are one JSON dict —
 `scorer.json` in the model directory — so calibration (`Scorer.fit`) can replace the hand-set
 defaults below without touching code.
@@ -54,10 +18,6 @@ Why: the evidence interacts. A frequent real error pair (他->她, 的->地) is 
 where the context prefers the new character; a linear score adds the pair's prior everywhere
 and, measured on held-out dev halves, loses precision (sentence correction F1 0.27 -> 0.21 when
 the error-pair features are added), while 8-32 hidden units reach 0.34-0.36.
-
-Only the top few candidates per position get a real `recheck_prob` (it costs a discriminator
-pass); for ranking before the recheck, and for candidates never rechecked, it is imputed as
-`detect_prob` ("writing c there changed nothing").
 """
 
 from __future__ import annotations
@@ -68,41 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-FEATURES: tuple[str, ...] = (
-    "bias",
-    "gen_logprob",
-    "orig_logprob",
-    "gen_top1",
-    "detect_prob",
-    "recheck_prob",
-    "same_pinyin",
-    "similar_pinyin",
-    "similar_shape",
-    "user_pair",
-    "cand_word",
-    "orig_word",
-    "proper_noun",
-    "lm_gain",
-    "lm_gain_unrelated",
-    "pair_log_count",
-    "pair_log_rate",
-    "lm_margin",
-    "word_gain",
-    "word_size",
-    "ctx_log_count",
-    "ctx_log_rate",
-    "particle_gain",
-    "source_unigram",
-    "target_unigram",
-    "prior",
-)
-FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
-PRIOR_COLUMN = FEATURE_INDEX["prior"]
-WORD_FEATURES = ("word_gain", "word_size")  # non-zero only for word candidates (homophones.py)
-# Read from the discriminator and generator: the features a model's own training pairs flatter.
-NETWORK_FEATURES = ("gen_logprob", "orig_logprob", "gen_top1", "detect_prob", "recheck_prob")
-# What the prior network reads (Scorer.prior): the evidence counted from text and confusion sets.
-PRIOR_INPUTS = tuple(f for f in FEATURES if f not in {"bias", "prior", *NETWORK_FEATURES, *WORD_FEATURES})
+from .features import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_COLUMN, PRIOR_INPUTS
 
 # Hand-set so that an untrained-scorer model behaves sensibly: a confident generator, a change
 # the discriminator likes better, a confusion relation and a real word must add up before an
@@ -113,7 +39,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "orig_logprob": -0.5,
     "gen_top1": 0.5,
     "detect_prob": 2.0,
-    "recheck_prob": -2.0,
+    "recheck_prob": -2.0,  # a copy of detect_prob (features.py): with it, detect_prob weighs 0
     "same_pinyin": 2.0,
     "similar_pinyin": 1.5,
     "similar_shape": 1.5,
@@ -153,11 +79,11 @@ class Scorer:
     prior: dict | None = None
     # A character the discriminator leaves below `detection_threshold` is examined too when the
     # generator ("source" input) gives a character of its confusion set a logit this much above
-    # the written one's (candidates.GeneratorPass.confusion_margins); None: the discriminator alone.
+    # the written one's (runtime.passes.GeneratorPass.confusion_margins); None: the discriminator alone.
     generator_flag_margin: float | None = None
     # With an n-gram LM, the flag score is the margin plus this weight times the LM's best gain
-    # over the confusion set (in nats), read where the margin is above FLAG_LM_FLOOR; 0: the margin
-    # alone. Why (session 24, dev split): at the characters the discriminator leaves, margin +
+    # over the confusion set (in nats), read where the margin is above detection.FLAG_LM_FLOOR; 0: the margin
+    # alone. Why (dev split): at the characters the discriminator leaves, margin +
     # 0.5 x LM holds 128 errors in its top 779 characters, the margin alone 100 in its top 770.
     generator_flag_lm_weight: float = 0.0
     # A character is examined too when, with its left or right neighbour as written, it was
@@ -251,30 +177,6 @@ class Scorer:
     def confidence(self, features: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(features))
 
-    def _recheck_extremes(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits with recheck_prob set to 0 and to 1."""
-        column = FEATURE_INDEX["recheck_prob"]
-        low, high = features.clone(), features.clone()
-        low[:, column], high[:, column] = 0.0, 1.0
-        return self.logits(low), self.logits(high)
-
-    def bound_without_recheck(self, features: torch.Tensor) -> torch.Tensor:
-        """The best logit any recheck result could give: skip rechecks that cannot pass.
-
-        Exact for the linear score; for a network, the better of recheck_prob = 0 and 1 (tanh
-        units make the score smooth in one input, but not necessarily monotone)."""
-        return torch.maximum(*self._recheck_extremes(features))
-
-    def recheck_reach(self, features: torch.Tensor) -> float:
-        """How far a recheck result can move a score: |w_recheck| for the linear score, the
-        largest change between recheck_prob 0 and 1 over these candidates for a network."""
-        if self.mlp is None:
-            return abs(self.weights.get("recheck_prob", 0.0))
-        if not self.uses("recheck_prob") or len(features) == 0:
-            return 0.0
-        low, high = self._recheck_extremes(features)
-        return float((high - low).abs().max())
-
     @classmethod
     def fit(
         cls,
@@ -300,7 +202,7 @@ class Scorer:
         logit as one network `members` x `hidden` units wide (exact: they share one
         standardisation). Why: ~870 positive candidates leave each fit at the mercy of its
         start — held-out dev F1 moves by up to ~0.016 with the seed — and the average of five beat
-        one network on six of eight held-out halves (session 27: 0.512 vs 0.505).
+        one network on six of eight held-out halves (0.512 vs 0.505).
         """
         x = feature_matrix(features)
         y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)

@@ -5,6 +5,7 @@ resume, a resumable batch order, and a JSONL metrics log. The loops themselves s
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -62,10 +63,20 @@ LOOP_HELP = {
 }
 
 
+def subcommand_parser(prog: str, description: str | None, add_commands) -> argparse.ArgumentParser:
+    """The parser of a `python -m corrector.pretrain|finetune COMMAND` CLI: each of `add_commands`
+    adds one command's sub-parser."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add in add_commands:
+        add(commands)
+    return parser
+
+
 def add_config_arguments(parser, config_cls, help: dict[str, str], required: tuple[str, ...] = ()) -> None:
     """One flag per field of a trainer config dataclass (`--max-steps` for `max_steps`); list
     fields take several values, booleans get --x/--no-x, optional numbers their own type."""
-    import argparse
     import typing
 
     defaults = config_cls()
@@ -243,7 +254,7 @@ def setup_run(cfg) -> tuple:
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
-    from .allocator import retain_freed_memory
+    from .runtime.allocator import retain_freed_memory
 
     retain_freed_memory()
     use_bf16 = cfg.bf16 and native_bf16(on_cpu=cfg.cpu or not torch.cuda.is_available())
@@ -267,7 +278,7 @@ def resume_step(cfg, accelerator, model: nn.Module, optimizer, scheduler, order:
 
 def save_final(accelerator, model: nn.Module, output: Path, tokenizer_dir: str) -> None:
     """The trained pair as `OUT/discriminator/`, `OUT/generator/` + tokenizer files."""
-    from .pretrain.modeling import save_pair
+    from .runtime.models import save_pair
 
     write_weight_fingerprint(output, accelerator, model)
     if accelerator.is_main_process:

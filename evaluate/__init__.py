@@ -1,4 +1,5 @@
 """Batch evaluation of spelling correctors: `python -m evaluate DATASET…`, or from Python:
+(metrics, runs and sweeps live in `corrector.evaluation`, which calibration shares; re-exported here)
 
     from corrector.datasets import read_dataset
     from evaluate import evaluate_dataset, calibrate, best_threshold, IdentitySystem
@@ -13,22 +14,33 @@
 Metric definitions with worked examples: docs/evaluate.md.
 """
 
-from .metrics import PRF, Judgement, Scores, drop_de_edits, judge, metric_value, score, score_judgements
-from .runner import DatasetRun, Outcome, Timing, apply_edits, evaluate_dataset, run_system, score_results
-from .sweep import (
+from corrector.evaluation.metrics import (
+    PRF,
+    Judgement,
+    Scores,
+    drop_de_edits,
+    judge,
+    metric_value,
+    score,
+    score_judgements,
+)
+from corrector.evaluation.runs import Outcome, System, Timing, apply_edits, run_system, score_results
+from corrector.evaluation.sweep import (
     SweepPoint,
     SweepResult,
     best_point,
     best_threshold,
     calibrate,
     default_thresholds,
-    plot_sweep,
     read_calibration,
     sweep,
     sweep_datasets,
     write_calibration,
 )
-from .systems import FunctionSystem, IdentitySystem, NamedSystem, System, build_systems
+
+from .plots import plot_sweep
+from .runner import DatasetRun, evaluate_dataset
+from .systems import FunctionSystem, IdentitySystem, NamedSystem, build_systems
 
 __all__ = [
     "PRF",

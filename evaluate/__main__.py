@@ -19,13 +19,14 @@ import os
 import sys
 from pathlib import Path
 
-from corrector import RUNTIMES
 from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
+from corrector.evaluation.sweep import DEFAULT_METRIC, calibrate, default_thresholds, write_calibration
+from corrector.runtime import RUNTIMES
 
+from .plots import plot_sweep
 from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
 from .runner import DatasetRun, evaluate_dataset
 from .significance import DEFAULT_LEVEL, bootstrap_interval, paired_difference
-from .sweep import DEFAULT_METRIC, calibrate, default_thresholds, plot_sweep, write_calibration
 from .systems import DEFAULT_SYSTEM, NamedSystem, build_systems, parse_system_names
 
 
@@ -189,25 +190,10 @@ def system_output(system: NamedSystem, runs: dict[str, DatasetRun]) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        names = parse_system_names(args.system)
-    except ValueError as err:
-        build_parser().error(str(err))
-    if args.batch_size < 1 or (args.limit is not None and args.limit < 0) or args.bootstrap < 0:
-        build_parser().error("--batch-size must be >= 1, --limit and --bootstrap >= 0")
-    progress = not args.no_progress
-    errors: list[str] = []
-
-    datasets = read_all(args.datasets, args.format, args.limit, errors)
-    systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize,
-                                           runtime=args.runtime, passes=args.passes)
-    for name, message in system_errors.items():
-        errors.append(f"system {name}: {message}")
-        say(f"error: cannot build system {name}: {message}")
-
-    # runs[system][dataset]
+def run_all(systems: list[NamedSystem], datasets: list[Dataset], args: argparse.Namespace,
+            errors: list[str]) -> dict[str, dict[str, DatasetRun]]:
+    """runs[system][dataset]; a system that fails on a data set is reported in `errors` and the
+    rest still run."""
     runs: dict[str, dict[str, DatasetRun]] = {s.name: {} for s in systems}
     for system in systems:
         for dataset in datasets:
@@ -219,40 +205,49 @@ def main(argv: list[str] | None = None) -> int:
                     batch_size=args.batch_size,
                     threshold=args.threshold,
                     ignore_de=args.ignore_de,
-                    progress=progress,
+                    progress=not args.no_progress,
                 )
             except Exception as err:  # noqa: BLE001 - report it, keep evaluating the rest
                 errors.append(f"system {system.name} on {dataset.name}: {type(err).__name__}: {err}")
                 say(f"error: {system.name} failed on {dataset.name}: {type(err).__name__}: {err}")
+    return runs
 
+
+def run_sweeps(systems: list[NamedSystem], datasets: list[Dataset], args: argparse.Namespace,
+               errors: list[str]) -> dict[str, dict]:
+    """--sweep: each system once at threshold 0, swept; {system: the sweep's summary}."""
     sweeps: dict[str, dict] = {}
-    if args.sweep:
-        thresholds = default_thresholds(args.sweep_steps)
-        several = len(systems) > 1
-        for system in systems:
-            try:
-                result = calibrate(
-                    system.system,
-                    {d.name: d.examples for d in datasets},
-                    system_name=system.name,
-                    batch_size=args.batch_size,
-                    thresholds=thresholds,
-                    metric=args.sweep_metric,
-                    ignore_de=args.ignore_de,
-                    model=system.model_path,
-                    progress=progress,
-                )
-                summary = result.to_dict()
-                plot = plot_sweep(result, per_item_path(args.sweep_plot, system.name, several))
-                summary["plot"] = str(plot.resolve())
-                if args.sweep_json:
-                    write_calibration(per_item_path(args.sweep_json, system.name, several), result)
-                sweeps[system.name] = summary
-            except Exception as err:  # noqa: BLE001
-                errors.append(f"sweep of {system.name}: {type(err).__name__}: {err}")
-                say(f"error: sweep of {system.name} failed: {type(err).__name__}: {err}")
+    thresholds = default_thresholds(args.sweep_steps)
+    several = len(systems) > 1
+    for system in systems:
+        try:
+            result = calibrate(
+                system.system,
+                {d.name: d.examples for d in datasets},
+                system_name=system.name,
+                batch_size=args.batch_size,
+                thresholds=thresholds,
+                metric=args.sweep_metric,
+                ignore_de=args.ignore_de,
+                model=system.model_path,
+                progress=not args.no_progress,
+            )
+            summary = result.to_dict()
+            plot = plot_sweep(result, per_item_path(args.sweep_plot, system.name, several))
+            summary["plot"] = str(plot.resolve())
+            if args.sweep_json:
+                write_calibration(per_item_path(args.sweep_json, system.name, several), result)
+            sweeps[system.name] = summary
+        except Exception as err:  # noqa: BLE001
+            errors.append(f"sweep of {system.name}: {type(err).__name__}: {err}")
+            say(f"error: sweep of {system.name} failed: {type(err).__name__}: {err}")
+    return sweeps
 
-    # Tables: one per data set with the systems side by side, then the summary.
+
+def print_tables(systems: list[NamedSystem], datasets: list[Dataset], runs: dict[str, dict[str, DatasetRun]],
+                 sweeps: dict[str, dict], bootstrap_samples: int) -> tuple[dict[str, list[DatasetRun]], dict | None]:
+    """One table per data set with the systems side by side, then the summary, the bootstrap
+    section and the sweeps; returns (the runs by data set, the bootstrap figures or None)."""
     by_dataset: dict[str, list[DatasetRun]] = {}
     for dataset in datasets:
         dataset_runs = [runs[s.name][dataset.name] for s in systems if dataset.name in runs[s.name]]
@@ -262,15 +257,84 @@ def main(argv: list[str] | None = None) -> int:
     if by_dataset:
         print(format_summary(by_dataset))
     bootstrap = None
-    if by_dataset and args.bootstrap:
-        table, bootstrap = bootstrap_section(by_dataset, args.bootstrap)
+    if by_dataset and bootstrap_samples:
+        table, bootstrap = bootstrap_section(by_dataset, bootstrap_samples)
         print("\n" + table)
     for name, sweep in sweeps.items():
         print(
             f"\nsweep {name}: best {sweep['metric']} = {100 * sweep['value']:.1f}% at threshold "
             f"{sweep['threshold']:.2f} (curve: {sweep['plot']})"
         )
+    return by_dataset, bootstrap
 
+
+def write_json(path: Path, systems: list[NamedSystem], names: list[str], runs: dict[str, dict[str, DatasetRun]],
+               settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None) -> None:
+    outputs = {s.name: system_output(s, runs[s.name]) for s in systems}
+    first = next(iter(outputs.values()), {"system": names[0], "model": None, "datasets": {}})
+    document = {**first, "systems": outputs, "settings": settings, "errors": errors}
+    if sweeps:
+        document["sweeps"] = sweeps
+    if bootstrap:
+        document["bootstrap"] = bootstrap
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def write_report(path: Path, systems: list[NamedSystem], by_dataset: dict[str, list[DatasetRun]], settings: dict,
+                 errors: list[str], sweeps: dict[str, dict]) -> None:
+    models = {s.name: s.describe_model() for s in systems}
+    # Link the curve images relative to the report, so the report folder can be moved.
+    linked = [{**sweep, "plot": os.path.relpath(sweep["plot"], path.parent.resolve())} for sweep in sweeps.values()]
+    text = markdown_report(by_dataset, settings, errors, models, linked)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def write_predictions(path: Path, systems: list[NamedSystem], runs: dict[str, dict[str, DatasetRun]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for system in systems:
+            for name, run in runs[system.name].items():
+                for outcome in run.outcomes:
+                    row = prediction_row(outcome, name, system.name)
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def write_sighan_predictions(path: Path, systems: list[NamedSystem], runs: dict[str, dict[str, DatasetRun]]) -> None:
+    pairs = [(s.name, name, run) for s in systems for name, run in runs[s.name].items()]
+    for system_name, name, run in pairs:
+        target = per_item_path(path, f"{name.replace('/', '_')}-{system_name}", len(pairs) > 1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        rows = [
+            (o.example.id, o.example.source, o.prediction)
+            for o in run.outcomes
+            if len(o.prediction) == len(o.example.source)
+        ]
+        write_sighan_truth(target, rows)
+        say(f"wrote {len(rows)} SIGHAN-format predictions to {target}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        names = parse_system_names(args.system)
+    except ValueError as err:
+        build_parser().error(str(err))
+    if args.batch_size < 1 or (args.limit is not None and args.limit < 0) or args.bootstrap < 0:
+        build_parser().error("--batch-size must be >= 1, --limit and --bootstrap >= 0")
+    errors: list[str] = []
+
+    datasets = read_all(args.datasets, args.format, args.limit, errors)
+    systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize,
+                                           runtime=args.runtime, passes=args.passes)
+    for name, message in system_errors.items():
+        errors.append(f"system {name}: {message}")
+        say(f"error: cannot build system {name}: {message}")
+
+    runs = run_all(systems, datasets, args, errors)
+    sweeps = run_sweeps(systems, datasets, args, errors) if args.sweep else {}
+    by_dataset, bootstrap = print_tables(systems, datasets, runs, sweeps, args.bootstrap)
     settings = {
         "systems": ",".join(names),
         "threshold": args.threshold,
@@ -281,47 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         "format": args.format,
     }
     if args.json:
-        outputs = {s.name: system_output(s, runs[s.name]) for s in systems}
-        first = next(iter(outputs.values()), {"system": names[0], "model": None, "datasets": {}})
-        document = {**first, "systems": outputs, "settings": settings, "errors": errors}
-        if sweeps:
-            document["sweeps"] = sweeps
-        if bootstrap:
-            document["bootstrap"] = bootstrap
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, systems, names, runs, settings, errors, sweeps, bootstrap)
     if args.report:
-        models = {s.name: s.describe_model() for s in systems}
-        # Link the curve images relative to the report, so the report folder can be moved.
-        linked = [
-            {**sweep, "plot": os.path.relpath(sweep["plot"], args.report.parent.resolve())}
-            for sweep in sweeps.values()
-        ]
-        text = markdown_report(by_dataset, settings, errors, models, linked)
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(text + "\n", encoding="utf-8")
+        write_report(args.report, systems, by_dataset, settings, errors, sweeps)
     if args.predictions:
-        args.predictions.parent.mkdir(parents=True, exist_ok=True)
-        with args.predictions.open("w", encoding="utf-8") as handle:
-            for system in systems:
-                for name, run in runs[system.name].items():
-                    for outcome in run.outcomes:
-                        row = prediction_row(outcome, name, system.name)
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_predictions(args.predictions, systems, runs)
     if args.sighan_predictions:
-        pairs = [(s.name, name, run) for s in systems for name, run in runs[s.name].items()]
-        for system_name, name, run in pairs:
-            path = per_item_path(
-                args.sighan_predictions, f"{name.replace('/', '_')}-{system_name}", len(pairs) > 1
-            )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            rows = [
-                (o.example.id, o.example.source, o.prediction)
-                for o in run.outcomes
-                if len(o.prediction) == len(o.example.source)
-            ]
-            write_sighan_truth(path, rows)
-            say(f"wrote {len(rows)} SIGHAN-format predictions to {path}")
+        write_sighan_predictions(args.sighan_predictions, systems, runs)
 
     if errors:
         say(f"{len(errors)} error(s):\n  " + "\n  ".join(errors))

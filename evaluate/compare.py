@@ -21,7 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from .metrics import Judgement, judge
+from corrector.evaluation.metrics import Judgement, judge
+
 from .report import plain_table
 from .significance import DEFAULT_LEVEL, DEFAULT_SAMPLES, paired_difference
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .metrics import CATEGORIES
-from .runner import DatasetRun, Outcome
+from corrector.evaluation.metrics import CATEGORIES
+from corrector.evaluation.runs import Outcome
+
+from .runner import DatasetRun
 
 # (label, dotted key of a precision/recall/F1 block) in the order the tables show them.
 PRF_ROWS = (

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import Judgement
+from corrector.evaluation.metrics import Judgement
 
 DEFAULT_SAMPLES = 1000
 DEFAULT_LEVEL = 0.95

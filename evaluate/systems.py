@@ -1,9 +1,9 @@
 """The systems the evaluator can run: anything with `correct_batch(texts, batch_size, threshold)`.
 
 * ``identity``  — returns every sentence unchanged (the floor: zero recall, zero FPR);
-* ``classic``   — `corrector.classic.ClassicCorrector` (pycorrector's former electra corrector);
+* ``classic``   — `corrector.baselines.classic.ClassicCorrector` (pycorrector's former electra corrector);
 * ``corrector`` — `corrector.pipeline.Corrector`, this project's corrector (the default);
-* ``generator`` — `corrector.generator_only.GeneratorCorrector`, the generator alone read as a
+* ``generator`` — `corrector.baselines.generator_only.GeneratorCorrector`, the generator alone read as a
   BERT-CSC corrector (its top character everywhere), to see what the networks do by themselves.
 
 The model-backed systems are imported only when asked for, so the evaluator (and its tests) work
@@ -16,21 +16,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
+from corrector.evaluation.runs import System
 from corrector.result import Edit, Result
 
 SYSTEM_NAMES = ("identity", "classic", "corrector", "generator")
 DEFAULT_SYSTEM = "corrector"
-
-
-@runtime_checkable
-class System(Protocol):
-    """What the evaluator needs from a corrector."""
-
-    def correct_batch(
-        self, texts: list[str], batch_size: int = 32, threshold: float | None = None
-    ) -> list[Result]: ...
 
 
 class IdentitySystem:
@@ -132,14 +123,14 @@ class SystemFactory:
         self._bundle = None
 
     def model_path(self) -> str:
-        from corrector.models import default_model_path
+        from corrector.runtime.models import default_model_path
 
         return str(self.model or default_model_path())
 
     def bundle(self):
         """The shared `ModelBundle` (loaded on first use)."""
         if self._bundle is None:
-            from corrector.models import load_model
+            from corrector.runtime.models import load_model
 
             self._bundle = load_model(self.model_path(), device=self.device)
         return self._bundle
@@ -155,11 +146,11 @@ class SystemFactory:
             system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize, runtime=self.runtime,
                                config=config)
         elif name == "classic":
-            from corrector.classic import ClassicCorrector
+            from corrector.baselines.classic import ClassicCorrector
 
             system = ClassicCorrector(model=self.bundle(), device=self.device)
         elif name == "generator":
-            from corrector.generator_only import GeneratorCorrector
+            from corrector.baselines.generator_only import GeneratorCorrector
 
             system = GeneratorCorrector(model=self.bundle(), device=self.device)
         else:

@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 
-from corrector import RUNTIMES
-from corrector.script import CHOICES as TRADITIONAL_CHOICES
+from corrector.runtime import RUNTIMES
+from corrector.text.script import CHOICES as TRADITIONAL_CHOICES
 
 from .settings import ENV_PREFIX, Settings
 

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corrector import __version__ as VERSION
-from corrector.allocator import freeze_startup_objects
+from corrector.runtime.allocator import freeze_startup_objects
 
 from .batching import Batcher, QueueFullError, ShuttingDownError, SupportsCorrectBatch
 from .metrics import Metrics, MetricsMiddleware
@@ -57,7 +57,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     if processes:
         # The model lives in the correction processes only: this process parses, batches and
         # answers, and does not even import torch (~360 MB less).
-        from corrector.processes import CorrectorSpec, ProcessCorrector
+        from corrector.runtime.processes import CorrectorSpec, ProcessCorrector
 
         spec = CorrectorSpec(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
                              runtime=settings.runtime, config=options)

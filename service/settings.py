@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from corrector import RUNTIMES
-from corrector.script import CHOICES as TRADITIONAL_CHOICES
+from corrector.runtime import RUNTIMES
+from corrector.text.script import CHOICES as TRADITIONAL_CHOICES
 
 ENV_PREFIX = "CSC_SERVICE_"
 

@@ -43,8 +43,9 @@ def build_tiny_model(output_dir: Path, seed: int = 0, text: str = TINY_TEXT) -> 
     """A random 2-layer ELECTRA pair with a character vocabulary, in the shipped layout."""
     import torch
 
-    from corrector.pretrain.modeling import PRESETS, build_pair, save_pair
+    from corrector.pretrain.modeling import PRESETS, build_pair
     from corrector.pretrain.vocab import build_vocab, write_tokenizer
+    from corrector.runtime.models import save_pair
 
     torch.manual_seed(seed)
     tokens = build_vocab(Counter(ch for ch in text if not ch.isspace()), min_count=1)
@@ -75,6 +76,15 @@ def trained_model_dir(tmp_path_factory, one_thread) -> Path:
 @pytest.fixture(scope="session")
 def confusion():
     """The confusion sets built from PyPI data, once per session."""
-    from corrector.confusion import ConfusionSet
+    from corrector.resources.confusion import ConfusionSet
 
     return ConfusionSet.build()
+
+
+@pytest.fixture(scope="session")
+def shipped_corrector():
+    """The default Corrector over the model shipped in data/model, loaded once per session."""
+    from corrector import Corrector
+    from corrector.runtime.models import DEFAULT_MODEL_DIR
+
+    return Corrector(str(DEFAULT_MODEL_DIR))

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from corrector.confusion import (
+from corrector.resources.confusion import (
     SAME_PINYIN,
     SIMILAR_PINYIN,
     SIMILAR_SHAPE,

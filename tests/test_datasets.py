@@ -12,7 +12,6 @@ from corrector.datasets import (
     detect_format,
     find_sighan_truth,
     format_truth_line,
-    load_pairs,
     parse_truth_line,
     read_dataset,
     read_sighan,
@@ -20,6 +19,7 @@ from corrector.datasets import (
     write_sighan_input,
     write_sighan_truth,
 )
+from corrector.splits import load_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_INPUT = FIXTURES / "sighan" / "Mini_TestInput.txt"

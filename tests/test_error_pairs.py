@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from corrector.error_pairs import FILENAME, ErrorPairs
+from corrector.resources.error_pairs import FILENAME, ErrorPairs
 
 PAIRS = [
     ("他因该来。", "他应该来。"),
@@ -95,7 +95,7 @@ def test_cli_leaves_out_training_sentences_that_overlap_the_dev_split(tmp_path, 
 def test_learned_pairs_become_candidates_and_features(tiny_model_dir, tmp_path):
     """A learned pair with no sound/shape relation is proposed and scored by its count."""
     from corrector import Corrector
-    from corrector.confusion import LEARNED_PAIR
+    from corrector.resources.confusion import LEARNED_PAIR
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)

@@ -227,7 +227,7 @@ def test_identity_scores_zero_on_shared_sighan15(spec):
 def test_model_systems_smoke(tiny_model_dir):
     """corrector, classic and generator on the tiny random model: the evaluator runs them and scores sanely."""
     pytest.importorskip("corrector.pipeline")
-    pytest.importorskip("corrector.classic")
+    pytest.importorskip("corrector.baselines.classic")
     from evaluate.systems import build_systems
 
     systems, errors = build_systems(["classic", "corrector", "generator"], model=str(tiny_model_dir))
@@ -244,7 +244,7 @@ def test_sweep_filtering_equals_running_at_the_threshold(tiny_model_dir):
     """The sweep's premise: edits of one threshold-0 run filtered at t == a run at t. It holds for
     one correction pass, which is what the sweep runs (test_metrics: a two-pass corrector)."""
     pytest.importorskip("corrector.pipeline")
-    from evaluate.runner import prediction_of, run_system
+    from corrector.evaluation.runs import prediction_of, run_system
     from evaluate.systems import build_systems
 
     (system,), errors = build_systems(["corrector"], model=str(tiny_model_dir), passes=1)

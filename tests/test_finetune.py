@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from corrector.confusion import ConfusionSet
 from corrector.finetune.synth import KINDS, ErrorSynthesizer, SynthConfig, reservoir_sample, write_pairs
-from corrector.tokenization import is_cjk
+from corrector.resources.confusion import ConfusionSet
+from corrector.text.tokenization import is_cjk
 
 CLEAN = [
     "少先队员应该为老人让座。",
@@ -97,7 +97,7 @@ def test_homophone_words_replace_whole_words(confusion):
 def test_homophone_word_kind_off_makes_character_errors_only(confusion):
     """Weight 0 for the homophone-word kind: character substitutions only, and a 4-weight config
     (from before the kind existed) is refused rather than misread. (That weight 0 draws the very
-    pairs of the earlier code was checked against it on 2,000 corpus sentences, session 12.)"""
+    pairs of the earlier code was checked against it on 2,000 corpus sentences.)"""
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=5, kind_weights=(0.6, 0.15, 0.2, 0.05, 0)))
     pairs = [synthesizer.corrupt(s) for s in CLEAN * 20]
     assert synthesizer.stats.substitutions["homophone_word"] == 0
@@ -130,7 +130,7 @@ def toy_pairs() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("generator_input", ["source", "masked"])
 def test_finetune_loss_decreases_and_model_loads(tiny_model_dir: Path, tmp_path: Path, generator_input: str):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     data = tmp_path / "train.tsv"
     write_pairs(data, toy_pairs())
@@ -194,7 +194,7 @@ def test_generator_from_discriminator_starts_from_the_discriminators_encoder(tin
 
 def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     data = tmp_path / "train.tsv"
     write_pairs(data, toy_pairs())
@@ -215,8 +215,8 @@ def test_finetune_with_generator_from_discriminator_saves_a_full_width_pair(tiny
 
 def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.calibrate import calibrate
-    from corrector.models import load_model
     from corrector.pipeline import Corrector
+    from corrector.runtime.models import load_model
 
     dev = tmp_path / "dev.tsv"
     write_pairs(dev, toy_pairs()[:5])
@@ -251,9 +251,9 @@ def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_
     import shutil
 
     from corrector.finetune.calibrate import calibrate
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
     from corrector.pipeline import Corrector
+    from corrector.resources.ngram import NgramLM
+    from corrector.runtime.models import load_model
 
     dev = tmp_path / "dev.tsv"
     write_pairs(dev, toy_pairs()[:5])
@@ -271,8 +271,8 @@ def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_pa
     import torch
 
     from corrector.finetune.__main__ import main
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
+    from corrector.resources.ngram import NgramLM
+    from corrector.runtime.models import load_model
 
     source = tmp_path / "trained"
     shutil.copytree(tiny_model_dir, source)
@@ -293,15 +293,16 @@ def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_pa
 
 
 def test_error_breakdown_sorts_every_dev_error_into_one_stage():
+    from corrector.features import FEATURES
     from corrector.finetune.calibrate import error_breakdown
-    from corrector.pipeline import ScoredCandidate
-    from corrector.scoring import FEATURES, Scorer
+    from corrector.scored import ScoredCandidate
+    from corrector.scoring import Scorer
 
     scorer = Scorer(weights={"lm_gain": 1.0}, threshold=0.5)  # confidence = sigmoid(lm_gain)
 
     def cand(text, position, source, target, gain, detect=0.9):
         features = dict.fromkeys(FEATURES, 0.0) | {"lm_gain": gain, "detect_prob": detect}
-        return ScoredCandidate(text, position, source, target, features, 0.0, False, False)
+        return ScoredCandidate(text, position, source, target, features, 0.0, False)
 
     sources, targets = ["因该让坐了吗", "他很好"], ["应该让座了吗", "他很好"]
     candidates = [
@@ -325,8 +326,8 @@ def test_error_breakdown_sorts_every_dev_error_into_one_stage():
 
 def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
     from corrector.pretrain.modeling import keep_layers, load_pair
+    from corrector.runtime.models import load_model
 
     discriminator, _, _ = load_pair(str(tiny_model_dir))
     deep = [dict(layer.state_dict()) for layer in discriminator.electra.encoder.layer]
@@ -353,7 +354,7 @@ def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, t
 
 def test_generator_layers_with_a_frozen_discriminator_train_the_generator_alone(tiny_model_dir: Path, tmp_path: Path):
     from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     before = load_model(str(tiny_model_dir))
     data = tmp_path / "train.tsv"
@@ -378,41 +379,6 @@ def test_generator_layers_with_a_frozen_discriminator_train_the_generator_alone(
     assert not any("disc_loss" in row for row in log)  # the discriminator was not run
 
 
-def test_distillation_pulls_a_cut_generator_towards_its_teacher(tiny_model_dir: Path, tmp_path: Path):
-    import torch.nn.functional as F
-
-    from corrector.finetune.train import FinetuneConfig, train
-    from corrector.models import load_model
-
-    def disagreement(student, teacher, ids: torch.Tensor) -> float:
-        """KL(teacher || student) of the two generators' predictions, averaged over positions."""
-        with torch.no_grad():
-            t, s = (F.log_softmax(m(input_ids=ids).logits, -1) for m in (teacher, student))
-        return float((t.exp() * (t - s)).sum(-1).mean())
-
-    data = tmp_path / "train.tsv"
-    write_pairs(data, toy_pairs())
-    teacher = load_model(str(tiny_model_dir)).generator.eval()
-    tokenizer = load_model(str(tiny_model_dir)).tokenizer
-    ids = torch.tensor([tokenizer.with_special_tokens(tokenizer.encode("少先队员因该为老人让坐。").ids)])
-
-    def cut(name: str, **distill) -> float:
-        train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(tmp_path / name), batch_size=8,
-                             lr=3e-3, warmup_steps=1, max_steps=8, save_every=100, log_every=1, cpu=True, seed=0,
-                             generator_input="masked", generator_layers=1, freeze_discriminator=True, **distill))
-        log = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-        assert all(("distill_loss" in row) == bool(distill) for row in log if "gen_loss" in row)
-        return disagreement(load_model(str(tmp_path / name)).generator.eval(), teacher, ids)
-
-    # The same cut and steps, with and without the teacher: the taught one ends closer to it.
-    assert cut("taught", distill_from=str(tiny_model_dir), distill_weight=10.0) < cut("alone")  # ~0.0033 vs 0.0045
-
-    # The teacher must read what the student is trained to read.
-    with pytest.raises(ValueError, match="reads 'masked' input"):
-        train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(tmp_path / "bad"), max_steps=1,
-                             cpu=True, generator_input="source", distill_from=str(tiny_model_dir)))
-
-
 def calibration_inputs(tiny_model_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
     """(dev set of five toy pairs, a copy of the tiny model to calibrate)."""
     import shutil
@@ -435,7 +401,7 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
     assert not any("LM weight 0.5" in line for line in tried)  # no n-gram LM: the margin alone
     assert saved.get("generator_flag_margin") in (None, 0.0, -1e9)
     # With an n-gram LM each margin is also tried with the LM's evidence added.
-    from corrector.ngram import FILENAME, NgramLM
+    from corrector.resources.ngram import FILENAME, NgramLM
 
     NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)
     tried.clear()
@@ -453,8 +419,8 @@ def test_calibration_tries_generator_flag_margins_for_a_source_generator(tiny_mo
 
 
 def test_calibration_tries_context_flag_rates_with_a_context_table(tiny_model_dir: Path, tmp_path: Path):
-    from corrector.error_pairs import FILENAME, ErrorPairs
     from corrector.finetune.calibrate import calibrate
+    from corrector.resources.error_pairs import FILENAME, ErrorPairs
     from corrector.scoring import Scorer
 
     dev, model = calibration_inputs(tiny_model_dir, tmp_path)

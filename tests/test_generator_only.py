@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from corrector.generator_only import GeneratorCorrector
-from corrector.models import load_model
-from corrector.tokenization import is_cjk
+from corrector.baselines.generator_only import GeneratorCorrector
+from corrector.runtime.models import load_model
+from corrector.text.tokenization import is_cjk
 
 # Longer than one 128-position chunk, with ASCII, digits and spaces that must stay as they are.
 LONG = "我们在2024年去了北京 看到很多人。" * 12 + "Tom说：今天天气很好！"

@@ -10,10 +10,11 @@ import pytest
 import torch
 from conftest import TINY_TEXT, build_tiny_model
 
-from corrector import Corrector
-from corrector.homophones import HomophoneWords, load_index, whole_words, word_confidence
-from corrector.ngram import NgramLM
-from corrector.pipeline import CorrectorConfig, lm_margin, winners
+from corrector import Corrector, CorrectorConfig
+from corrector.acceptance import winners
+from corrector.features import lm_margin
+from corrector.resources.homophones import HomophoneWords, load_index, whole_words, word_confidence
+from corrector.resources.ngram import NgramLM
 from corrector.scoring import Scorer
 
 WRONG = "他必近是个孩子。"  # 毕竟 typed by sound (bi jing -> bi jin): two characters wrong
@@ -48,7 +49,7 @@ def test_index_finds_words_that_sound_like_the_span(homophones):
 
 
 def test_index_is_cached_and_rebuilt_identically(homophones, confusion):
-    from corrector.confusion import cache_dir
+    from corrector.resources.confusion import cache_dir
 
     assert len(list(cache_dir().glob("homophone-words-*.json"))) == 1
     load_index.cache_clear()

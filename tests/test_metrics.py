@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from corrector.datasets import Example
-from corrector.result import Edit, Result
-from evaluate.metrics import PRF, changed_positions, drop_de_edits, judge, metric_value, score
-from evaluate.runner import apply_edits, prediction_of, score_results
-from evaluate.sweep import (
+from corrector.evaluation.metrics import PRF, changed_positions, drop_de_edits, judge, metric_value, score
+from corrector.evaluation.runs import apply_edits, prediction_of, score_results
+from corrector.evaluation.sweep import (
     best_point,
     best_threshold,
     default_thresholds,
@@ -17,6 +16,7 @@ from evaluate.sweep import (
     sweep_datasets,
     write_calibration,
 )
+from corrector.result import Edit, Result
 
 ERR, GOLD = "因该让坐", "应该让座"  # errors at positions 0 and 3
 
@@ -230,8 +230,8 @@ def test_sweep_runs_a_two_pass_corrector_with_one_pass():
     from types import SimpleNamespace
 
     from corrector.datasets import Example
+    from corrector.evaluation.sweep import calibrate
     from corrector.result import Result
-    from evaluate.sweep import calibrate
 
     class TwoPass:
         seen: list[int] = []

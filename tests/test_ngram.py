@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from corrector.ngram import BOUNDARY, FILENAME, UNKNOWN, NgramLM
+from corrector.resources.ngram import BOUNDARY, FILENAME, UNKNOWN, NgramLM
 
 LINES = [
     "少先队员应该为老人让座。",

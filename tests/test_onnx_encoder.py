@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from corrector import onnx_encoder
-from corrector.models import load_model
-from corrector.onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
 from corrector.pipeline import Corrector
-from corrector.quantization import int8_copy, is_int8
+from corrector.runtime.models import load_model
+from corrector.runtime.onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
+from corrector.runtime.quantization import int8_copy, is_int8
 
 pytestmark = pytest.mark.skipif(not onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
 

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from corrector.particles import (
+from corrector.resources.particles import (
     FILENAME,
     PARTICLE_INDEX,
     ParticleModel,

@@ -23,11 +23,15 @@ import torch
 from conftest import build_tiny_model
 
 from corrector import Corrector, Edit, Result, load_model
-from corrector.classic import ClassicCorrector
-from corrector.pipeline import CorrectorConfig, ScoredCandidate, batch_pool, lm_margin
-from corrector.protection import proper_noun_offsets, whitelisted_offsets
-from corrector.scoring import FEATURES, Scorer
-from corrector.tokenization import is_cjk
+from corrector.acceptance import merge_passes
+from corrector.baselines.classic import ClassicCorrector
+from corrector.features import FEATURES, lm_margin
+from corrector.pipeline import CorrectorConfig
+from corrector.runtime.threads import batch_pool
+from corrector.scored import ScoredCandidate
+from corrector.scoring import Scorer
+from corrector.text.protection import proper_noun_offsets, whitelisted_offsets
+from corrector.text.tokenization import is_cjk
 
 WRONG = "少先队员因该为老人让坐"
 RIGHT = "少先队员应该为老人让座"
@@ -54,8 +58,8 @@ NASTY = (
 def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0, lr: float = 3e-3) -> Path:
     """Fit the tiny pair on a handful of sentences: errors -> discriminator 1, masks -> gold.
 
-    lr 3e-3: at 1e-2 the discriminator fitted on the Intel CPUs of sessions 1-20 but collapsed to
-    a constant (P(replaced) ~0.01 everywhere) on session 21's AMD EPYC, whose float kernels round
+    lr 3e-3: at 1e-2 the discriminator fitted on Intel CPUs but collapsed to
+    a constant (P(replaced) ~0.01 everywhere) on an AMD EPYC, whose float kernels round
     differently; at 3e-3 it flags both errors with P ~1.0 on that CPU for every seed tried."""
     build_tiny_model(output_dir, seed=seed)
     bundle = load_model(str(output_dir))
@@ -93,7 +97,7 @@ def train_tiny(output_dir: Path, steps: int = 100, seed: int = 0, lr: float = 3e
         optimizer.zero_grad()
         (d_loss + g_loss).backward()
         optimizer.step()
-    from corrector.pretrain.modeling import save_pair
+    from corrector.runtime.models import save_pair
 
     save_pair(disc.eval(), gen.eval(), str(output_dir))
     return output_dir
@@ -113,6 +117,13 @@ def wild(tiny_model_dir, confusion) -> Corrector:
 
 
 # ---- end to end ------------------------------------------------------------------------------
+
+
+def test_keyword_overrides_apply_to_a_given_config(tiny_model_dir, confusion):
+    corrector = Corrector(str(tiny_model_dir), confusion=confusion, config=CorrectorConfig(batch_size=8, passes=1),
+                          batch_size=4, max_edits_per_sentence=2)
+    assert (corrector.config.batch_size, corrector.config.max_edits_per_sentence, corrector.config.passes) == (4, 2, 1)
+    assert Corrector(corrector.bundle, confusion=confusion).config == CorrectorConfig()  # nothing given: the defaults
 
 
 def test_corrects_the_classic_example(trained):
@@ -222,10 +233,9 @@ def test_score_candidates_and_fit(trained):
     assert sum(labels) == 3  # every gold correction is among the candidates
     best = {(c.text_index, c.position): c.target for c in scored if c.best}
     assert all(best[key] == target for key, target in gold.items())
-    assert any(c.rechecked for c in scored)
 
     # lm_margin: each candidate's n-gram gain against the best other one at its position.
-    from corrector.ngram import NgramLM
+    from corrector.resources.ngram import NgramLM
 
     lm = NgramLM.count([RIGHT, "他的作业做得很认真。", "我们应该让座。"] * 3, order=3, min_char_count=1, min_count=1)
     with_lm = Corrector(dataclasses.replace(trained.bundle, ngram=lm), scorer={}, confusion=trained.confusion)
@@ -294,11 +304,9 @@ def test_network_scorer_learns_an_interaction_the_linear_one_cannot():
     assert network.uses("lm_gain") and not network.uses("recheck_prob") and not network.uses("gen_logprob")
     accuracy = ((network.confidence(x) > 0.5).float() == labels).float().mean()
     assert accuracy > 0.97
-    # The round trip keeps the scores; the bound covers both recheck values.
+    # The round trip keeps the scores.
     again = Scorer.from_config(network.to_config())
     assert torch.allclose(again.logits(x), network.logits(x))
-    assert (network.bound_without_recheck(x) >= network.logits(x) - 1e-6).all()
-    assert network.recheck_reach(x) == 0.0
     linear = Scorer.from_config(Scorer.fit(x, labels))
     assert ((linear.confidence(x) > 0.5).float() == labels).float().mean() < accuracy
     with pytest.raises(ValueError, match="unknown"):
@@ -528,36 +536,18 @@ def test_one_generator_pass_per_batch(wild):
         for handle in handles:
             handle.remove()
     assert sum(len(r.edits) for r in results) > 10  # many flagged positions ...
-    assert calls == {"discriminator": 2, "generator": 1}  # ... one detection, one generator, one recheck pass
-
-
-def test_generator_groups_keep_the_neighbours_of_each_masked_position(trained):
-    """groups=K: a position's log-probs are those of a pass masking only its index % K group."""
-    from corrector.candidates import generator_log_probs
-    from corrector.detection import make_batch
-
-    bundle = trained.bundle
-    batch = make_batch([bundle.tokenizer.encode(WRONG).ids], bundle)
-    rows, index = torch.zeros(4, dtype=torch.long), torch.tensor([3, 4, 5, 6])
-    grouped = generator_log_probs(bundle, batch, rows, index, groups=2)
-    for group in (0, 1):
-        members = (index % 2 == group).nonzero(as_tuple=True)[0]
-        alone = generator_log_probs(bundle, batch, rows[members], index[members])
-        assert torch.allclose(grouped[members], alone, atol=1e-5)
-    all_masked = generator_log_probs(bundle, batch, rows, index)
-    assert not torch.allclose(all_masked, grouped, atol=1e-3)  # neighbours visible: a different answer
+    assert calls == {"discriminator": 1, "generator": 1}  # ... one detection pass, one generator pass
 
 
 def test_source_input_reads_the_sentence_as_written(trained):
     """mask=False: the log-probs of one unmasked pass, taken at the flagged positions only."""
-    from corrector.candidates import generator_log_probs
-    from corrector.detection import make_batch
+    from corrector.runtime.passes import generator_log_probs, make_batch
 
     bundle = trained.bundle
     texts = [WRONG, RIGHT[:5]]
     batch = make_batch([bundle.tokenizer.encode(t).ids for t in texts], bundle)
     rows, index = torch.tensor([0, 0, 1]), torch.tensor([2, 5, 1])
-    got = generator_log_probs(bundle, batch, rows, index, groups=3, mask=False)
+    got = generator_log_probs(bundle, batch, rows, index, mask=False)
     with torch.inference_mode():
         full = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.log_softmax(-1)
     assert torch.allclose(got, full[rows, index + 1], atol=1e-4)
@@ -577,7 +567,7 @@ def test_generator_input_comes_from_calibration_then_fine_tuning(trained, monkey
 
 
 def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, confusion):
-    config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", generator_groups=3, passes=1)
+    config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", passes=1)
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
                           config=config)
     seen = []
@@ -588,7 +578,7 @@ def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, c
     finally:
         handle.remove()
     assert sum(len(r.edits) for r in results) > 10
-    assert len(seen) == 1  # one pass, whatever generator_groups says ...
+    assert len(seen) == 1  # one pass ...
     assert not (seen[0] == corrector.bundle.tokenizer.mask_token_id).any()  # ... over the text as written
 
 
@@ -619,9 +609,9 @@ def test_generator_flags_examine_characters_the_discriminator_leaves(tiny_model_
 
 
 def test_confusion_margins_equal_the_full_heads_logits(tiny_model_dir, confusion):
-    from corrector.candidates import GeneratorPass, VocabConfusion, output_layer
-    from corrector.detection import make_batch
-    from corrector.quantization import int8_copy
+    from corrector.candidates import VocabConfusion
+    from corrector.runtime.passes import GeneratorPass, make_batch, output_layer
+    from corrector.runtime.quantization import int8_copy
 
     bundle = load_model(str(tiny_model_dir))
     ids = bundle.tokenizer.encode(WRONG).ids
@@ -650,8 +640,8 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
     where the margin clears FLAG_LM_FLOOR (-inf elsewhere); weight 0 keeps the margin alone."""
     import numpy as np
 
-    from corrector.ngram import NgramLM
-    from corrector.pipeline import FLAG_LM_FLOOR
+    from corrector.detection import FLAG_LM_FLOOR
+    from corrector.resources.ngram import NgramLM
 
     lm = NgramLM.count([RIGHT, "我们应该让座。", "老人应该坐下。"] * 3, order=3, min_count=1, min_char_count=1)
     bundle = dataclasses.replace(load_model(str(tiny_model_dir)), ngram=lm)
@@ -668,7 +658,7 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
     rows_t, index_t = torch.zeros(len(index), dtype=torch.long), torch.tensor(index)
     sets = [corrector.vocab_confusion(WRONG[item.offsets[i]])[0] for i in index]
     margins = torch.linspace(FLAG_LM_FLOOR - 2, 2.0, len(index))
-    scores = corrector._with_lm_evidence([WRONG], group, rows_t, index_t, sets, margins, 0.5)
+    scores = corrector.detector.with_lm_evidence([WRONG], group, rows_t, index_t, sets, margins, 0.5)
     for n, i in enumerate(index):
         if margins[n] <= FLAG_LM_FLOOR or len(sets[n]) == 0:
             assert scores[n] == float("-inf")
@@ -678,14 +668,13 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
         assert scores[n] == pytest.approx(float(margins[n]) + 0.5 * float(gains.max()), abs=1e-4)
     assert torch.isfinite(scores).sum() > 2
     # In the corrector: exactly the characters whose score clears the margin are examined.
-    from corrector.candidates import GeneratorPass, output_layer
-    from corrector.detection import make_batch
+    from corrector.runtime.passes import GeneratorPass, make_batch, output_layer
 
     batch = make_batch([item.ids], corrector.bundle)
     written = batch.input_ids[rows_t, index_t + 1]
     true_margins = GeneratorPass(corrector.bundle, batch.input_ids, batch.attention_mask).confusion_margins(
         rows_t, index_t, written, sets, output_layer(corrector.bundle.generator))
-    flag_scores = corrector._with_lm_evidence([WRONG], group, rows_t, index_t, sets, true_margins, 0.5)
+    flag_scores = corrector.detector.with_lm_evidence([WRONG], group, rows_t, index_t, sets, true_margins, 0.5)
     expected = {item.offsets[i] for n, i in enumerate(index) if flag_scores[n] > 0.0}
     assert 0 < len(expected) < int((true_margins > 0.0).sum())  # the LM's evidence moved the flags
     assert {c.position for c in corrector.score_candidates([WRONG])} == expected
@@ -703,14 +692,14 @@ def test_second_pass_may_only_change_the_given_offsets(wild):
 
 
 def test_second_pass_examines_its_offsets_whether_flagged_or_not(tiny_model_dir, confusion, monkeypatch):
-    import corrector.pipeline as pipeline
+    import corrector.detection as detection
 
     config = CorrectorConfig(max_edits_per_sentence=10_000, passes=1)
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.5, confusion=confusion,
                           config=config)
     # A discriminator that flags nothing, and no other flag rule (the default scorer has none).
-    monkeypatch.setattr(pipeline, "detect", lambda bundle, batch: torch.zeros(batch.input_ids.shape[0],
-                                                                              batch.input_ids.shape[1] - 2))
+    monkeypatch.setattr(detection, "detect", lambda bundle, batch: torch.zeros(batch.input_ids.shape[0],
+                                                                               batch.input_ids.shape[1] - 2))
     text = "今天天气很好，我们一起去公园散步。"
     assert corrector._correct_once([text], None, 0.0)[0].edits == []  # the first pass examines nothing
     second = corrector._correct_once([text], None, 0.0, only=[{3, 4}])[0]
@@ -720,17 +709,19 @@ def test_second_pass_examines_its_offsets_whether_flagged_or_not(tiny_model_dir,
 def test_two_passes_merge_into_edits_of_the_original_text(trained):
     from corrector.result import Edit
 
+    rules = (trained.confusion.relation, trained.config.max_edits_per_sentence)
     # The second pass writes one first-pass edit back and fixes its neighbour.
-    merged = trained._merged("我也方再这样。", [Edit(3, "再", "在", 0.8, "pinyin")],
-                             [Edit(2, "方", "放", 0.9, "pinyin"), Edit(3, "在", "再", 0.7, "pinyin")])
+    merged = merge_passes("我也方再这样。", [Edit(3, "再", "在", 0.8, "pinyin")],
+                          [Edit(2, "方", "放", 0.9, "pinyin"), Edit(3, "在", "再", 0.7, "pinyin")], *rules)
     assert merged.target == "我也放再这样。"
     assert [(e.position, e.source, e.target) for e in merged.edits] == [(2, "方", "放")]
     # A character changed twice: the original as source, the second pass's target and confidence.
-    merged = trained._merged("上次我作了车", [Edit(3, "作", "做", 0.5, "pinyin")], [Edit(3, "做", "坐", 0.8, "pinyin")])
+    merged = merge_passes("上次我作了车", [Edit(3, "作", "做", 0.5, "pinyin")], [Edit(3, "做", "坐", 0.8, "pinyin")],
+                          *rules)
     assert [(e.position, e.source, e.target, e.confidence) for e in merged.edits] == [(3, "作", "坐", 0.8)]
     # The max-edits guard counts both passes' edits.
     first = [Edit(k, ch, "应", 0.9 - k / 100, "other") for k, ch in enumerate("今天天气")]
-    merged = trained._merged("今天天气很好", first, [Edit(4, "很", "狠", 0.99, "pinyin")])
+    merged = merge_passes("今天天气很好", first, [Edit(4, "很", "狠", 0.99, "pinyin")], *rules)
     assert len(merged.edits) == trained.config.max_edits_per_sentence == 4
     assert 4 in {e.position for e in merged.edits}  # the most confident ones stay
 

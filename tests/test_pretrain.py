@@ -20,7 +20,7 @@ from corrector.pretrain.corpus import build_token_cache
 from corrector.pretrain.modeling import PRESETS, build_pair, electra_configs
 from corrector.pretrain.train import PretrainConfig, ReplacedTokenDetection, corrupt, mask_positions, train
 from corrector.pretrain.vocab import build_vocab, count_characters, write_tokenizer
-from corrector.tokenization import CharTokenizer
+from corrector.text.tokenization import CharTokenizer
 from corrector.training import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def test_generator_loss_matches_cross_entropy_across_row_blocks(monkeypatch, dty
 
 
 def test_allocator_setting_is_applied_once_on_linux():
-    from corrector.allocator import retain_freed_memory
+    from corrector.runtime.allocator import retain_freed_memory
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc malloc tuning only applies on Linux")
@@ -232,7 +232,7 @@ def test_loss_decreases_on_toy_corpus(toy_corpus: Path, tmp_path: Path):
     # The final model loads with plain transformers and with the corrector's loader.
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-    from corrector.models import load_model
+    from corrector.runtime.models import load_model
 
     ElectraForPreTraining.from_pretrained(str(out / "discriminator"))
     ElectraForMaskedLM.from_pretrained(str(out / "generator"))

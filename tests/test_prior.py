@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from corrector.scoring import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_INPUTS, Scorer, fit_prior
+from corrector.features import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_INPUTS
+from corrector.scoring import Scorer, fit_prior
 
 
 def toy_candidates(n: int = 3000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,12 +88,12 @@ def test_finetune_prior_writes_a_prior_that_calibrate_keeps(trained_model_dir: P
     from test_particles import CLEAN
     from test_pipeline import CORRECT_SENTENCES, ERROR_PAIRS
 
-    from corrector.error_pairs import ErrorPairs
     from corrector.finetune.__main__ import main
-    from corrector.models import load_model
-    from corrector.ngram import NgramLM
-    from corrector.particles import featurize, fit, training_sites
     from corrector.pipeline import Corrector
+    from corrector.resources.error_pairs import ErrorPairs
+    from corrector.resources.ngram import NgramLM
+    from corrector.resources.particles import featurize, fit, training_sites
+    from corrector.runtime.models import load_model
 
     model = tmp_path / "model"
     shutil.copytree(trained_model_dir, model)

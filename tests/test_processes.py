@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from corrector.processes import CorrectorSpec, ProcessCorrector, shares
+from corrector.runtime.processes import CorrectorSpec, ProcessCorrector, shares
 
 TEXTS = [
     "少先队员因该为老人让坐。",
@@ -119,7 +119,7 @@ def test_a_program_that_never_closes_the_pool_still_exits(trained_model_dir):
     import subprocess
     import sys
 
-    program = ("from corrector.processes import CorrectorSpec, ProcessCorrector\n"
+    program = ("from corrector.runtime.processes import CorrectorSpec, ProcessCorrector\n"
                "if __name__ == '__main__':\n"
                f"    pool = ProcessCorrector(CorrectorSpec({str(trained_model_dir)!r}), processes=2)\n"
                "    print(pool.correct('少先队员因该为老人让坐。').target)\n")

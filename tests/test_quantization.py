@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from corrector import quantization
-from corrector.lean_encoder import LeanElectraEncoder, lean_encoder_supported
-from corrector.models import load_model
 from corrector.pipeline import Corrector
-from corrector.quantization import Int8Linear, int8_copy, is_int8
+from corrector.runtime.lean_encoder import LeanElectraEncoder, lean_encoder_supported
+from corrector.runtime.models import load_model
+from corrector.runtime.quantization import Int8Linear, int8_copy, is_int8
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from test_pipeline import RIGHT, WRONG
 
 from corrector.pipeline import Corrector, CorrectorConfig
 from corrector.result import Edit
-from corrector.script import ScriptConverter
+from corrector.text.script import ScriptConverter
 
 TRADITIONAL_WRONG = "少先隊員因該為老人讓坐"  # WRONG in traditional script
 

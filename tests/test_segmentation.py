@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from corrector.segmentation import count_positions, sentence_spans, split_text
+from corrector.text.segmentation import count_positions, sentence_spans, split_text
 
 
 def owned(text: str, chunks) -> list[int]:

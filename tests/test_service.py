@@ -346,7 +346,7 @@ def test_frozen_start_up_objects_leave_later_garbage_collectable():
     import gc
     import weakref
 
-    from corrector.allocator import freeze_startup_objects
+    from corrector.runtime.allocator import freeze_startup_objects
 
     try:
         frozen = freeze_startup_objects()
@@ -544,7 +544,7 @@ def test_service_with_correction_processes(trained_model_dir):
 def test_precision_settings_reach_the_corrector(tiny_model_dir):
     import torch
 
-    from corrector.quantization import is_int8
+    from corrector.runtime.quantization import is_int8
     from service.app import load_corrector
 
     threads = torch.get_num_threads()

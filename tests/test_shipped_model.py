@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import shared_path
 
-from corrector.models import DEFAULT_MODEL_DIR
+from corrector.runtime.models import DEFAULT_MODEL_DIR
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_MODEL_DIR / "discriminator" / "model.safetensors").exists(),
@@ -18,10 +18,8 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def corrector():
-    from corrector import Corrector
-
-    return Corrector(str(DEFAULT_MODEL_DIR))
+def corrector(shipped_corrector):
+    return shipped_corrector
 
 
 def test_model_directory_is_complete_and_calibrated():

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from corrector.datasets import read_dataset
+from corrector.evaluation.metrics import judge, score
 from evaluate import FunctionSystem, IdentitySystem, evaluate_dataset, significance
 from evaluate.__main__ import bootstrap_section
 from evaluate.compare import main as compare_main
-from evaluate.metrics import judge, score
 from evaluate.significance import bootstrap_interval, paired_difference
 
 # 40 sentences: 20 with one error, 20 error-free.

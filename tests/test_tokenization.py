@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from corrector.models import load_model
-from corrector.tokenization import is_cjk, normalize_char
+from corrector.runtime.models import load_model
+from corrector.text.tokenization import is_cjk, normalize_char
 
 MIXED = "我在2024年用iPhone打电话给Tom，他说因该没问题。"
 

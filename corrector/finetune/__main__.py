@@ -1,6 +1,7 @@
-"""`python -m corrector.finetune {synth,train,pairs,prior,calibrate,heldout,require,ship}` — spelling-correction fine-tuning.
+"""`python -m corrector.finetune {broad,synth,train,pairs,prior,calibrate,heldout,require,ship}` — spelling-correction fine-tuning.
 
 Examples:
+    python -m corrector.finetune broad --output runs/broad
     python -m corrector.finetune synth --corpus ../shared/data/corpus --output runs/synth.tsv --size 50000
     python -m corrector.finetune train --init runs/pretrain --output runs/finetune \\
         --train runs/synth.tsv ../shared/data/csc/sighan/train2015.tsv … --dev-from ../shared/data/csc/sighan/train2015.tsv …
@@ -9,6 +10,7 @@ Examples:
     python -m corrector.finetune prior --model runs/finetune --train ../shared/data/csc/sighan/train2015.tsv … \
         --exclude runs/finetune/dev.tsv --corpus ../shared/data/corpus
     python -m corrector.finetune calibrate --model runs/finetune --dev runs/finetune/dev.tsv
+    python -m corrector.finetune calibrate --model runs/model --dev runs/broad/dev.tsv --broad runs/broad
     python -m corrector.finetune heldout --model runs/finetune --dev runs/finetune/dev.tsv --splits 8 --json ho.json
     python -m corrector.finetune ship --model runs/finetune --output data/model
     python -m corrector.finetune require --model data/model --pair 少先队员因该为老人让坐 少先队员应该为老人让座
@@ -20,8 +22,8 @@ import argparse
 import random
 import sys
 
-from ..models import GENERATOR_INPUTS
-from ..training import add_config_arguments, config_from_args
+from ..runtime.models import GENERATOR_INPUTS
+from ..training import add_config_arguments, config_from_args, subcommand_parser
 from .operating import MAX_CLEAN_FPR
 from .synth import KINDS, SynthConfig
 from .train import FinetuneConfig
@@ -29,9 +31,6 @@ from .train import FinetuneConfig
 CORRECT_SIDES_HELP = ("add the correct side of every dev pair with errors as an error-free sentence (default: on; "
                       "the tests and text in use are half error-free or more, a dev split carved from SIGHAN's "
                       "training sets is not)")
-BROAD_HELP = ("a `finetune broad` folder: choose by the macro F1 of its dev parts with at most --max-clean-fpr of its "
-              "clean part's sentences changed, and report each part")
-MAX_FPR_HELP = "the share of the clean part's sentences the operating point may change (default: %(default)s)"
 HELP = {
     "train": "training data files (TSV label/source/target, source/target, JSON/JSONL, SIGHAN pairs)",
     "init": "pre-trained model directory (discriminator/ + generator/) or hub discriminator id",
@@ -53,12 +52,13 @@ HELP = {
                             "last (a faster discriminator; default: all)",
     "generator_layers": "start from this many of the initial generator's layers, evenly spaced (default: all)",
     "freeze_discriminator": "train the generator alone: the discriminator and the shared embeddings stay as they are",
-    "distill_from": "model dir whose generator teaches this run's generator (knowledge distillation; e.g. the "
-                    "full-depth model a --generator-layers student is cut from)",
-    "distill_weight": "weight of the distillation KL term against the target cross-entropy",
-    "distill_temperature": "softmax temperature of the distillation term",
     "seed": "random seed (data order, masking; the dev split too unless --dev-seed)",
 }
+
+
+BROAD_HELP = ("a `finetune broad` folder: choose by the macro F1 of its dev parts with at most --max-clean-fpr of its "
+              "clean part's sentences changed, and report each part")
+MAX_FPR_HELP = "the share of the clean part's sentences the operating point may change (default: %(default)s)"
 
 
 def margin_value(text: str) -> float | None:
@@ -66,11 +66,7 @@ def margin_value(text: str) -> float | None:
     return None if text.lower() == "off" else float(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corrector.finetune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_synth_command(commands) -> None:
     synth = commands.add_parser("synth", help="make synthetic error/correct pairs from clean text")
     synth.add_argument("--corpus", nargs="+", required=True, help="clean text files or directories")
     synth.add_argument("--output", required=True, help="TSV to write (label<TAB>source<TAB>target)")
@@ -89,15 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--exclude", nargs="+", default=[], metavar="DEV",
                        help="leave out corpus sentences that share an 8-character run with these pairs' correct sides")
 
+
+def _add_broad_command(commands) -> None:
     broad = commands.add_parser("broad", help="cut the broad dev set (one part per error source + clean text) "
                                              "and the training remainders from the shared data")
     broad.add_argument("--shared", default=None, help="shared data folder (default: $CSC_SHARED_DATA or ../shared/data)")
     broad.add_argument("--output", required=True, help="folder for dev/, dev.tsv, train/, corpus/, parts.json")
     broad.add_argument("--seed", type=int, default=42, help="split seed (default: 42, the release's dev split)")
 
+
+def _add_train_command(commands) -> None:
     train = commands.add_parser("train", help="fine-tune discriminator (detection) + generator (correction)")
     add_config_arguments(train, FinetuneConfig, HELP, required=("train",))
 
+
+def _add_pairs_command(commands) -> None:
     pairs = commands.add_parser("pairs", help="count real corrections (a -> b, and per written bigram) of training pairs into MODEL/error_pairs.json")
     pairs.add_argument("--train", nargs="+", required=True,
                        help="human-made CSC training files (SIGHAN/ECSpell train; not synthetic data, whose "
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                             "on this project's dev split the pairs' evidence was worth more than their leak)")
     pairs.add_argument("--output", required=True, help="model directory (or .json path) to write error_pairs.json to")
 
+
+def _add_prior_command(commands) -> None:
     prior = commands.add_parser("prior", help="fit the scorer's prior network on the training pairs out of fold "
                                               "(n-gram LM and error pairs counted without each fold); run calibrate after")
     prior.add_argument("--model", required=True, help="fine-tuned model directory with ngram.safetensors and error_pairs.json")
@@ -123,12 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     prior.add_argument("--pairs-weight", type=int, default=3, help="times each correct side is counted (default: 3)")
     prior.add_argument("--hidden", type=int, default=16, help="hidden units of the prior network (default: 16)")
     prior.add_argument("--seed", type=int, default=0, help="fold shuffle and network initialisation (default: 0)")
-    prior.add_argument("--batch-size", type=int, default=32)
+    prior.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch while scoring candidates (default: 32)")
 
+
+def _add_calibrate_command(commands) -> None:
     cal = commands.add_parser("calibrate", help="fit scorer weights and thresholds on dev; writes MODEL/scorer.json")
     cal.add_argument("--model", required=True, help="fine-tuned model directory")
     cal.add_argument("--dev", required=True, help="dev set carved from training data (e.g. OUTPUT/dev.tsv of train)")
-    cal.add_argument("--batch-size", type=int, default=32)
+    cal.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch on dev (default: 32)")
     cal.add_argument("--detection-grid", type=float, nargs="+", default=None,
                      help="detection thresholds to try (default: 0 0.005 0.01 0.02 0.05 0.1 0.3)")
     cal.add_argument("--margin-grid", nargs="+", default=None, type=margin_value,
@@ -155,11 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--word-candidates", action="store_true",
                      help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
                           "scorer on them; the corrector then proposes them with this scorer")
-    cal.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP)
-    cal.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
+    cal.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP)
+    cal.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
 
+
+def _add_heldout_command(commands) -> None:
     held = commands.add_parser("heldout", help="held-out dev F1 of a calibrated model over random half splits of dev, "
                                                "both ways (scorer refitted on one half, scored on the other)")
     held.add_argument("--model", required=True, help="calibrated model directory (its scorer.json gives the settings)")
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--members", type=int, default=5, help="scorer networks averaged per fit (default: 5)")
     held.add_argument("--fit-detection-threshold", type=float, default=0.01,
                       help="detection threshold of the candidates the scorer is fitted on (default: 0.01)")
-    held.add_argument("--batch-size", type=int, default=32)
+    held.add_argument("--batch-size", type=int, default=32, help="sentences per correction batch on dev (default: 32)")
     held.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                       help=CORRECT_SIDES_HELP + "; each goes with its pair")
     held.add_argument("--twins-of", nargs="+", default=[], metavar="TRAIN",
@@ -183,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     held.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
 
+
+def _add_require_command(commands) -> None:
     req = commands.add_parser("require", help="set a calibrated model's edit threshold so that it makes the given "
                                               "corrections, among thresholds near-equal on dev; rewrites scorer.json")
     req.add_argument("--model", required=True, help="calibrated model directory (e.g. the release, after its tables)")
@@ -191,58 +201,67 @@ def main(argv: list[str] | None = None) -> int:
     req.add_argument("--tolerance", type=float, default=None,
                      help="dev correction F1 the required corrections may cost (default: 0.002)")
 
+
+def _add_ship_command(commands) -> None:
     ship = commands.add_parser("ship", help="write the release layout: fp16 weights, tokenizer, scorer.json, ngram; no checkpoints")
     ship.add_argument("--model", required=True, help="fine-tuned (and calibrated) model directory")
     ship.add_argument("--output", required=True, help="release directory (e.g. data/model)")
     ship.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
 
-    args = parser.parse_args(argv)
+
+def build_parser() -> argparse.ArgumentParser:
+    adders = (_add_broad_command, _add_synth_command, _add_train_command, _add_pairs_command, _add_prior_command,
+              _add_calibrate_command, _add_heldout_command, _add_require_command, _add_ship_command)
+    return subcommand_parser("python -m corrector.finetune", __doc__, adders)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "ship":
-            return run_ship(args)
-        if args.command == "synth":
-            return run_synth(args)
-        if args.command == "broad":
-            return run_broad(args)
-        if args.command == "pairs":
-            return run_pairs(args)
-        if args.command == "prior":
-            from .prior import fit_prior_network
-
-            fit_prior_network(args.model, args.train, args.exclude, args.corpus, folds=args.folds,
-                              shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
-                              hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
-            return 0
-        if args.command == "heldout":
-            return run_heldout(args)
-        if args.command == "require":
-            from .calibrate import require
-
-            require(args.model, [tuple(pair) for pair in args.pair],
-                    **({"tolerance": args.tolerance} if args.tolerance is not None else {}))
-            return 0
-        if args.command == "train":
-            from .train import train as run_training
-
-            run_training(config_from_args(FinetuneConfig, args))
-            return 0
-        from .calibrate import calibrate
-
-        grids = {name: value for name, value in (("detection_grid", args.detection_grid),
-                                                  ("margin_grid", args.margin_grid),
-                                                  ("lm_weight_grid", args.flag_lm_weights),
-                                                  ("context_rate_grid", args.context_flag_rates)) if value}
-        from .operating import read_parts
-
-        calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
-                  members=args.members, fit_detection_threshold=args.fit_detection_threshold,
-                  generator_input=args.generator_input, word_candidates=args.word_candidates,
-                  correct_sides=args.correct_sides, parts=read_parts(args.broad) if args.broad else None,
-                  max_clean_fpr=args.max_clean_fpr, **grids)
-        return 0
+        return COMMANDS[args.command](args)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def run_prior(args: argparse.Namespace) -> int:
+    from .prior import fit_prior_network
+
+    fit_prior_network(args.model, args.train, args.exclude, args.corpus, folds=args.folds,
+                      shared_span=args.shared_span, order=args.order, pairs_weight=args.pairs_weight,
+                      hidden=args.hidden, seed=args.seed, batch_size=args.batch_size)
+    return 0
+
+
+def run_require(args: argparse.Namespace) -> int:
+    from .calibrate import require
+
+    require(args.model, [tuple(pair) for pair in args.pair],
+            **({"tolerance": args.tolerance} if args.tolerance is not None else {}))
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from .train import train as run_training
+
+    run_training(config_from_args(FinetuneConfig, args))
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate
+    from .operating import read_parts
+
+    grids = {name: value for name, value in (("detection_grid", args.detection_grid),
+                                              ("margin_grid", args.margin_grid),
+                                              ("lm_weight_grid", args.flag_lm_weights),
+                                              ("context_rate_grid", args.context_flag_rates)) if value}
+    calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
+              members=args.members, fit_detection_threshold=args.fit_detection_threshold,
+              generator_input=args.generator_input, word_candidates=args.word_candidates,
+              correct_sides=args.correct_sides, parts=read_parts(args.broad) if args.broad else None,
+              max_clean_fpr=args.max_clean_fpr, **grids)
+    return 0
 
 
 def run_heldout(args: argparse.Namespace) -> int:
@@ -251,13 +270,12 @@ def run_heldout(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .calibrate import held_out_splits
+    from .operating import read_parts
 
     if args.splits < 1:
         raise ValueError(f"--splits must be at least 1, got {args.splits}")
     if any(len(part) < 2 for part in args.part):
         raise ValueError("--part takes a name and at least one training set")
-    from .operating import read_parts
-
     parts = {part[0]: part[1:] for part in args.part}
     broad = read_parts(args.broad) if args.broad else {}
     scores = held_out_splits(args.model, args.dev, range(args.first_split, args.first_split + args.splits),
@@ -295,11 +313,11 @@ def run_ship(args: argparse.Namespace) -> int:
 
     import torch
 
-    from ..error_pairs import FILENAME as ERROR_PAIRS_FILE
-    from ..models import SCORER_FILE
-    from ..ngram import FILENAME as NGRAM_FILE
-    from ..particles import FILENAME as PARTICLES_FILE
-    from ..pretrain.modeling import load_pair, save_pair
+    from ..pretrain.modeling import load_pair
+    from ..resources.error_pairs import FILENAME as ERROR_PAIRS_FILE
+    from ..resources.ngram import FILENAME as NGRAM_FILE
+    from ..resources.particles import FILENAME as PARTICLES_FILE
+    from ..runtime.models import SCORER_FILE, save_pair
 
     source, target = Path(args.model), Path(args.output)
     discriminator, generator, tokenizer_dir = load_pair(str(source))
@@ -319,8 +337,8 @@ def run_ship(args: argparse.Namespace) -> int:
 def run_pairs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..datasets import HeldOut
-    from ..error_pairs import FILENAME, ErrorPairs
+    from ..resources.error_pairs import FILENAME, ErrorPairs
+    from ..splits import HeldOut
 
     held_out = HeldOut(args.exclude, args.shared_span)
     table, overlapping = ErrorPairs.count_training(args.train, held_out)
@@ -336,16 +354,9 @@ def run_pairs(args: argparse.Namespace) -> int:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from ..confusion import ConfusionSet
-    from ..datasets import HeldOut, load_pairs
-    from .synth import (
-        ErrorModel,
-        ErrorSynthesizer,
-        describe_pairs,
-        iter_sentences,
-        reservoir_sample,
-        write_pairs,
-    )
+    from ..resources.confusion import ConfusionSet
+    from ..splits import HeldOut, load_pairs
+    from .synth import ErrorModel, ErrorSynthesizer, iter_sentences, reservoir_sample, write_pairs
 
     rest = 1.0 - args.error_free
     config = SynthConfig(error_counts=(args.error_free, rest * 0.64, rest * 0.24, rest * 0.12), seed=args.seed,
@@ -360,7 +371,7 @@ def run_synth(args: argparse.Namespace) -> int:
     if args.vocab:
         from transformers import AutoTokenizer
 
-        from ..tokenization import is_cjk
+        from ..text.tokenization import is_cjk
 
         vocab = AutoTokenizer.from_pretrained(args.vocab).get_vocab()
         allowed = sorted((t for t in vocab if is_cjk(t)), key=vocab.__getitem__)  # our vocabularies are frequency-ordered
@@ -377,20 +388,27 @@ def run_synth(args: argparse.Namespace) -> int:
     print(f"{count} pairs -> {args.output}: {stats.with_errors} with errors "
           f"({stats.with_errors / max(1, stats.sentences):.1%}), substitutions {stats.substitutions}")
     if real:
-        generated, seen = describe_pairs(pairs, confusion), describe_pairs(real, confusion)
-        print(f"{'statistic':<22}{'generated':>10}{'real':>10}")
-        for key in generated:
-            print(f"{key:<22}{generated[key]:>10.3f}{seen[key]:>10.3f}" if key != "sentences"
-                  else f"{key:<22}{generated[key]:>10}{seen[key]:>10}")
+        print_statistics(pairs, real, confusion)
     return 0
+
+
+def print_statistics(generated: list[tuple[str, str]], real: list[tuple[str, str]], confusion) -> None:
+    """Generated vs real pairs side by side (`synth.describe_pairs`)."""
+    from .synth import describe_pairs
+
+    ours, theirs = describe_pairs(generated, confusion), describe_pairs(real, confusion)
+    print(f"{'statistic':<22}{'generated':>10}{'real':>10}")
+    for key in ours:
+        print(f"{key:<22}{ours[key]:>10}{theirs[key]:>10}" if key == "sentences"
+              else f"{key:<22}{ours[key]:>10.3f}{theirs[key]:>10.3f}")
 
 
 def run_broad(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from ..confusion import ConfusionSet
     from ..datasets import data_root
+    from ..resources.confusion import ConfusionSet
     from . import broad
     from .synth import ErrorModel, ErrorSynthesizer
 
@@ -410,6 +428,10 @@ def run_broad(args: argparse.Namespace) -> int:
     (output / "parts.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     return 0
+
+
+COMMANDS = {"broad": run_broad, "synth": run_synth, "train": run_train, "pairs": run_pairs, "prior": run_prior, "calibrate": run_calibrate,
+            "heldout": run_heldout, "require": run_require, "ship": run_ship}
 
 
 if __name__ == "__main__":

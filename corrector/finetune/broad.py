@@ -29,8 +29,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..datasets import HeldOut, load_pairs
 from ..pretrain.corpus import CorpusStats, iter_lines, split_sentences
+from ..splits import HeldOut, load_pairs
 from .synth import usable_sentence, write_pairs
 from .train import split_dev
 

@@ -3,9 +3,9 @@
 1. Weights: run the pipeline on the dev sources at a permissive detection threshold, label every
    scored candidate (1 = it is the gold character at an error position), fit the scorer
    (`Scorer.fit`): by default the one-hidden-layer form over every feature but `recheck_prob`
-   (which then costs no discriminator pass at correction time); `hidden=0` fits the linear one.
+   (a copy of `detect_prob`); `hidden=0` fits the linear one.
 2. Thresholds: for each detection threshold in a small grid, sweep the acceptance threshold
-   with the evaluator (`evaluate.sweep.calibrate`, one run at threshold 0 + filtering) and keep
+   (`corrector.evaluation.sweep.calibrate`, one run at threshold 0 + filtering) and keep
    the pair with the best sentence-level correction F1 on dev — or, among detection thresholds
    within `SPEED_TOLERANCE` of that F1, the highest one: it examines fewer characters, so it is
    faster for a difference that is noise on a dev set of ~1,000 sentences. With a "source"
@@ -20,7 +20,7 @@
    `held_out=True` the fit is also done on each half of dev (alternate sentences), the edit
    threshold picked on that half and F1 measured on the other; the mean of both ways is
    recorded as `held_out_f1` — a less flattering figure to compare models by (the shipped
-   model's session-5 scorer: 0.378 in-sample, 0.351 held out; with `lm_margin`: 0.382 / 0.379),
+   model's first fitted scorer: 0.378 in-sample, 0.351 held out; with `lm_margin`: 0.382 / 0.379),
    though on ~525 sentences a half it is still noisy.
 4. Where recall goes (`error_breakdown`): every dev error position sorted into corrected / gold
    ranked first but under the edit threshold / outranked by another candidate / gold not among
@@ -40,10 +40,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..datasets import Example, HeldOut, read_dataset
-from ..models import SCORER_FILE, load_model, write_scorer_config
+from ..datasets import Example, read_dataset
+from ..evaluation.runs import run_system
+from ..evaluation.sweep import best_point, single_pass, sweep
+from ..evaluation.sweep import calibrate as sweep_threshold
+from ..features import FEATURES, WORD_FEATURES
 from ..pipeline import Corrector, CorrectorConfig
-from ..scoring import FEATURES, WORD_FEATURES, Scorer, feature_matrix
+from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
+from ..scoring import Scorer, feature_matrix
+from ..splits import HeldOut
 from .operating import MAX_CLEAN_FPR, choose, choose_all, part_membership
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
@@ -51,7 +56,7 @@ from .operating import MAX_CLEAN_FPR, choose, choose_all, part_membership
 DETECTION_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 # Generator flag margins tried with each detection threshold (Scorer.generator_flag_margin; None:
 # the discriminator alone). Used only with a "source" generator.
-MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence (session 24)
+MARGIN_GRID = (None, 2.0, 1.0, 0.0, -0.5)  # 2.0: chosen with the LM's evidence
 # Weights of the n-gram LM's best confusion-set gain added to the margin (Scorer.generator_flag_lm_weight;
 # 0: the margin alone), tried with each margin when the model has an n-gram LM.
 LM_WEIGHT_GRID = (0.0, 0.5)
@@ -64,8 +69,8 @@ EDIT_THRESHOLDS = sorted({round(0.01 * i, 2) for i in range(1, 100)} | {round(0.
 
 
 # Particle flags (Scorer.particle_flag_gain) for a model with a particle classifier: a written
-# 的/地/得 is examined when the classifier prefers another particle at all. On the dev split (session
-# 31) gain > 0 holds 46 of the 67 particle errors at 60 of the 1,872 correct particles, -1 51 at 92.
+# 的/地/得 is examined when the classifier prefers another particle at all. On the dev split
+# gain > 0 holds 46 of the 67 particle errors at 60 of the 1,872 correct particles, -1 51 at 92.
 PARTICLE_FLAG_GAIN = 0.0
 
 
@@ -97,9 +102,7 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     scored in a context where its neighbour is still wrong; a word candidate (homophones.py)
     changes both.
     Approximate in two ways: a word's characters are ranked at each position by the word's
-    weakest confidence, without the pipeline's rule that a word wins all its positions or none;
-    and for a scorer that reads `recheck_prob` the candidates' recheck values are those of the
-    pass that produced them, not of a recheck under `scorer`."""
+    weakest confidence, without the pipeline's rule that a word wins all its positions or none."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
     confidence = scorer.confidence(feature_matrix([c.features for c in examined])).tolist() if examined else []
     weakest: dict[tuple[int, str], float] = {}  # a word candidate is as sure as its least sure character
@@ -147,7 +150,7 @@ def with_correct_sides(pairs: Sequence[Example]) -> tuple[list[Example], list[in
     are half error-free or more (SIGHAN-14/15 about 51 %). A scorer fitted there never sees the
     candidates that flags raise in correct text, nor is its edit threshold set where false alarms
     cost what they cost in use; the correct sides are those candidates, in the same writers' words,
-    each beside the error it came from. Session 34 (16 held-out halves of dev, the shipped
+    each beside the error it came from. Measured on 16 held-out halves of dev (the shipped
     setting, two passes): sentence correction F1 +0.014 on halves with their correct sides, 16 of
     16 better, and +0.006 on the pairs alone (11 of 16)."""
     twins = [Example(source=e.target, target=e.target, id=f"{e.id}:correct", line=e.line, label=0)
@@ -172,9 +175,9 @@ def training_twins(pairs: Sequence[Example], train: Sequence[str | Path], shared
 
     Why: SIGHAN repeats its sentences across years, so 449 of the shipped model's 1,050 dev pairs
     have such a twin, and the networks were fine-tuned on the twins: the discriminator's average
-    precision is 0.549 on those dev sentences and 0.330 on the rest (session 35). Held-out F1 on
+    precision is 0.549 on those dev sentences and 0.330 on the rest. Held-out F1 on
     the sentences without a twin is the nearer estimate of text the networks have never seen, and
-    the one where a change of the networks shows what it does for new text (session 35's
+    the one where a change of the networks shows what it does for new text (a
     continued fine-tune lost 0.006 on all of dev, 0.002 on those)."""
     dev = {(e.source, e.target) for e in pairs}
     training = [(e.source, e.target) for spec in train for e in read_dataset(str(spec)).examples
@@ -190,7 +193,7 @@ def dev_parts(pairs: Sequence[Example], parts: Mapping[str, Sequence[str | Path]
     Why: a dev split carved from several training sets mixes their kinds of text, and the tests
     that matter may be one kind. Shipped dev: 517 of 1,050 pairs from SIGHAN's training sets, 533
     from ECSpell's; 9 % of the SIGHAN part has a training twin and 75 % of the ECSpell part, as
-    6-12 % of SIGHAN's tests and 63-78 % of ECSpell's do (session 36), so the SIGHAN part is the
+    6-12 % of SIGHAN's tests and 63-78 % of ECSpell's do, so the SIGHAN part is the
     dev figure to read for the SIGHAN-15 milestone."""
     result = {}
     for name, files in parts.items():
@@ -213,7 +216,7 @@ def require(model_dir: str | Path, required: Sequence[tuple[str, str]], toleranc
 
     Why a step of its own: a promise such as the README's example (少先队员因该为老人让坐 → …让座)
     is a product requirement a dev sweep knows nothing of, and on the sweep's plateau its choice is
-    noise — for session 34's scorer thresholds 0.37-0.44 are within two of 1,817 dev sentences of
+    noise — for the shipped scorer thresholds 0.37-0.44 are within two of 1,817 dev sentences of
     each other, and its held-out halves chose anywhere from 0.28 to 0.42. So the requirement picks
     among near-equal thresholds, and its dev cost is recorded. Run it on the release, after its
     tables are counted from every training pair (they move confidences by ~0.01)."""
@@ -269,12 +272,10 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     (`with_correct_sides`) to the fit, the threshold sweeps and the held-out estimate.
     `word_candidates` also proposes word candidates (homophones.py) and fits the scorer on their
     features, so the corrector proposes them with this scorer; off by default: on the shipped
-    model's dev split they measured +0.003 held-out F1 over random halves (session 19), noise.
+    model's dev split they measured +0.003 held-out F1 over random halves, noise.
     `parts` ({name: dev files}, e.g. `operating.read_parts` of a `finetune broad` folder): every
     setting and the edit threshold are chosen by the parts' macro F1 with at most `max_clean_fpr`
     of the "clean" part's sentences changed (`operating.choose`), not by pooled dev F1."""
-    from evaluate.sweep import calibrate as sweep_threshold
-
     if members < 1:
         raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
@@ -284,13 +285,12 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     if fit_detection_threshold is None:  # fit on the candidates of the most permissive setting
         fit_detection_threshold = min(detection_grid)
-    # Candidates come from the hand-set default scorer; the recheck pass only when the fit reads it.
-    recheck = hidden == 0 or "recheck_prob" in inputs
+    # Candidates come from the hand-set default scorer.
     if not word_candidates:
         inputs = [name for name in inputs if name not in WORD_FEATURES]
     margins = sorted({m for m in margin_grid if m is not None})
     weights = sorted({float(w) for w in lm_weight_grid} | {0.0}) if bundle.ngram is not None else [0.0]
-    fit_config = CorrectorConfig(recheck_top=2 if recheck else 0, generator_input=generator_input,
+    fit_config = CorrectorConfig(generator_input=generator_input,
                                  word_candidates=word_candidates)
     corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
     if corrector.generator_input != "source" or not margins:
@@ -315,11 +315,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
     fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
                        members=members if hidden else 1, base={"prior": prior} if prior else None)
-    if any(labels) and not all(labels):
-        config = Scorer.fit([c.features for c in candidates], labels, **fit_options)
-    else:  # nothing to learn from (a weak model or a tiny dev set): keep the hand-set weights
-        log("dev candidates are all gold or all wrong: keeping the default scorer weights")
-        config = Scorer(prior=prior).to_config()
+    config = _fitted_scorer(candidates, labels, fit_options, prior, log)
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
                    rate: float | None) -> Corrector:
@@ -329,45 +325,19 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
                          detection_threshold=detection_threshold,
                          config=CorrectorConfig(generator_input=corrector.generator_input))
 
-    results = []
-    for detection_threshold in detection_grid:
-        for margin in margin_grid:
-            for weight in weights if margin is not None else [0.0]:
-                for rate in context_rate_grid:
-                    trial = make_trial(config, detection_threshold, margin, weight, rate)
-                    result = sweep_threshold(trial, datasets, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
-                    point, operating = result.best, None
-                    f1 = point.value("sentence.correction.f1")
-                    if membership is not None:
-                        operating = choose({name: result.curves[name] for name in datasets}, max_clean_fpr=max_clean_fpr)
-                        point = next(p for p in result.pooled if p.threshold == operating.threshold)
-                        f1 = operating.macro_f1
-                    log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
-                        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
-                        f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
-                        f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
-                        f"R {point.value('sentence.correction.recall'):.4f})")
-                    results.append((f1, detection_threshold, margin, weight, rate, point, result.pooled, operating,
-                                    {name: result.curves[name] for name in datasets}))
+    settings = [(detection_threshold, margin, weight, rate) for detection_threshold in detection_grid
+                for margin in margin_grid for weight in (weights if margin is not None else [0.0])
+                for rate in context_rate_grid]
+    ceiling = None if membership is None else max_clean_fpr
+    results = [_swept_setting(make_trial(config, *setting), setting, datasets, batch_size, log, ceiling)
+               for setting in settings]
     best_f1 = max(r[0] for r in results)
     # Among near-ties, the setting that does the least work: the fastest.
     f1, detection_threshold, margin, weight, rate, point, curve, operating, part_curves = max(
         (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
         key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
-    config["threshold"] = point.threshold
-    config["detection_threshold"] = detection_threshold
-    config["generator_input"] = corrector.generator_input
-    config.pop("context_flag_rate", None)
-    config.pop("generator_flag_margin", None)
-    config.pop("generator_flag_lm_weight", None)
-    if margin is not None:
-        config["generator_flag_margin"] = margin
-        if weight:
-            config["generator_flag_lm_weight"] = weight
-    if rate is not None:
-        config["context_flag_rate"] = rate
-    config.pop("particle_flag_gain", None)
-    config.update(particle_flags(bundle))
+    _set_flag_settings(config, point.threshold, detection_threshold, corrector.generator_input, margin, weight, rate,
+                       particle_flags(bundle))
     if margin is not None or rate is not None:
         # The candidates the chosen setting examines (the flags add some below the threshold).
         examined = make_trial(config, detection_threshold, margin, weight, rate).score_candidates(
@@ -389,29 +359,87 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         "dev_sentences": len(examples),
         "correct_sides": len(examples) - n_pairs,  # error-free sentences added (with_correct_sides)
         "candidates": len(candidates),
-        "metric": "sentence.correction.f1",
-        "dev_f1": round(f1, 4),
-        "dev_precision": round(point.value("sentence.correction.precision"), 4),
-        "dev_recall": round(point.value("sentence.correction.recall"), 4),
-        "held_out_f1": None if held_out_f1 is None else round(held_out_f1, 4),
-        # The chosen setting's sweep, (edit threshold, dev F1, P, R): what `require` picks from later.
-        "curve": [[p.threshold, *(round(p.value(f"sentence.correction.{name}"), 4) for name in ("f1", "precision", "recall"))]
-                  for p in curve],
+        **_sweep_record(f1, point, curve, held_out_f1),
         "error_breakdown": breakdown,
     }
     if operating is not None:
-        config["calibration"]["operating_point"] = {
-            "chosen_by": "macro F1 of the dev parts, clean FPR at most max_clean_fpr",
-            "max_clean_fpr": max_clean_fpr, "macro_f1": round(operating.macro_f1, 4),
-            "clean_fpr": operating.clean_fpr, "part_f1": {k: round(v, 4) for k, v in operating.part_f1.items()},
-            # (edit threshold, macro F1, clean FPR): the curve around the operating point
-            "curve": [[p.threshold, round(p.macro_f1, 4), p.clean_fpr] for p in choose_all(part_curves)],
-        }
+        config["calibration"]["operating_point"] = _operating_record(operating, part_curves, max_clean_fpr)
     path = write_scorer_config(model_dir, config)
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
         f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
+
+
+def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log) -> dict:
+    """The scorer config fitted on the labelled candidates; the hand-set weights (with the prior
+    network) when there is nothing to learn from (a weak model or a tiny dev set)."""
+    if any(labels) and not all(labels):
+        return Scorer.fit([c.features for c in candidates], labels, **fit_options)
+    log("dev candidates are all gold or all wrong: keeping the default scorer weights")
+    return Scorer(prior=prior).to_config()
+
+
+def _swept_setting(trial: Corrector, setting: tuple, datasets: Mapping[str, Sequence[Example]], batch_size: int, log,
+                   max_clean_fpr: float | None = None) -> tuple:
+    """(dev F1, detection threshold, margin, LM weight, context rate, best point, pooled curve,
+    operating point, part curves) of one flag setting: `trial` swept over the edit thresholds on
+    the dev `datasets`. With `max_clean_fpr` (datasets = the broad dev's parts) the F1 and point
+    are the operating point's (`operating.choose`), else pooled dev F1's best."""
+    detection_threshold, margin, weight, rate = setting
+    result = sweep_threshold(trial, datasets, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
+    point, operating, part_curves = result.best, None, None
+    f1 = point.value("sentence.correction.f1")
+    if max_clean_fpr is not None:
+        part_curves = {name: result.curves[name] for name in datasets}
+        operating = choose(part_curves, max_clean_fpr=max_clean_fpr)
+        point = next(p for p in result.pooled if p.threshold == operating.threshold)
+        f1 = operating.macro_f1
+    log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
+        f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
+        f"{'off' if rate is None else rate}: best edit threshold {point.threshold:.2f}, dev "
+        f"correction F1 {f1:.4f} (P {point.value('sentence.correction.precision'):.4f} "
+        f"R {point.value('sentence.correction.recall'):.4f})")
+    return (f1, detection_threshold, margin, weight, rate, point, result.pooled, operating, part_curves)
+
+
+def _operating_record(operating, part_curves, max_clean_fpr: float) -> dict:
+    """How the edit threshold was chosen, and the curve around it as (edit threshold, macro F1, clean FPR)."""
+    return {"chosen_by": "macro F1 of the dev parts, clean FPR at most max_clean_fpr",
+            "max_clean_fpr": max_clean_fpr, "macro_f1": round(operating.macro_f1, 4), "clean_fpr": operating.clean_fpr,
+            "part_f1": {k: round(v, 4) for k, v in operating.part_f1.items()},
+            "curve": [[p.threshold, round(p.macro_f1, 4), p.clean_fpr] for p in choose_all(part_curves)]}
+
+
+def _set_flag_settings(config: dict, threshold: float, detection_threshold: float, generator_input: str,
+                       margin: float | None, weight: float, rate: float | None, particles: dict) -> None:
+    """Write the chosen thresholds and flag settings into a scorer config (those turned off removed)."""
+    config["threshold"] = threshold
+    config["detection_threshold"] = detection_threshold
+    config["generator_input"] = generator_input
+    for key in ("context_flag_rate", "generator_flag_margin", "generator_flag_lm_weight", "particle_flag_gain"):
+        config.pop(key, None)
+    if margin is not None:
+        config["generator_flag_margin"] = margin
+        if weight:
+            config["generator_flag_lm_weight"] = weight
+    if rate is not None:
+        config["context_flag_rate"] = rate
+    config.update(particles)
+
+
+def _sweep_record(f1: float, point, curve, held_out_f1: float | None) -> dict:
+    """The dev figures of the chosen setting, and its sweep as (edit threshold, dev F1, P, R):
+    what `require` picks from later."""
+    return {
+        "metric": "sentence.correction.f1",
+        "dev_f1": round(f1, 4),
+        "dev_precision": round(point.value("sentence.correction.precision"), 4),
+        "dev_recall": round(point.value("sentence.correction.recall"), 4),
+        "held_out_f1": None if held_out_f1 is None else round(held_out_f1, 4),
+        "curve": [[p.threshold, *(round(p.value(f"sentence.correction.{name}"), 4) for name in ("f1", "precision", "recall"))]
+                  for p in curve],
+    }
 
 
 def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, margin: float | None, lm_weight: float,
@@ -446,9 +474,7 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
                             objective=objective) for fit_half in (0, 1)]
     if any(score is None for score in scores):
         return None
-    if objective is not None:
-        return sum(score.macro["one_pass"] for score in scores) / len(scores)
-    return sum(score.one_pass for score in scores) / len(scores)
+    return sum(score.one_pass if objective is None else score.macro["one_pass"] for score in scores) / len(scores)
 
 
 @dataclass(frozen=True)
@@ -470,21 +496,27 @@ class HalfScore:
     macro: dict[str, float | None] | None = None
 
 
+def _part_point(examples, outputs, indices: Sequence[int], members: Mapping[str, Sequence[bool]],
+                thresholds: Sequence[float], max_clean_fpr: float | None = None):
+    """The operating point of the sentences `indices` split into parts: chosen among `thresholds`
+    under `max_clean_fpr`, or (None) the first threshold's figures."""
+    curves = {name: sweep([examples[i] for i in indices if member[i]], [outputs[i] for i in indices if member[i]],
+                          thresholds) for name, member in members.items() if any(member[i] for i in indices)}
+    return choose_all(curves)[0] if max_clean_fpr is None else choose(curves, max_clean_fpr=max_clean_fpr)
+
+
 def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
                   subsets: Mapping[str, Sequence[bool]] | None = None,
                   objective: tuple[Mapping[str, Sequence[bool]], float] | None = None) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
-    edit threshold on them (one pass, as `evaluate.sweep.calibrate` does: one pipeline run over
+    edit threshold on them (one pass, as `corrector.evaluation.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
     and with `two_passes` also as the corrector runs by default (`CorrectorConfig.passes`); with
     `subsets` ({name: per sentence, whether it belongs}) also on the other half's sentences of
     each. With `objective` ((part membership per sentence, clean FPR ceiling)) the threshold is
     `operating.choose`'s on the fit half and `HalfScore.macro` holds the other half's macro F1
     and clean FPR. None when the fit half's candidates are all gold or all wrong."""
-    from evaluate.runner import run_system
-    from evaluate.sweep import best_point, single_pass, sweep
-
     picked = [k for k, cand in enumerate(candidates) if half_of[cand.text_index] == fit_half]
     fit_labels = [labels[k] for k in picked]
     if not any(fit_labels) or all(fit_labels):
@@ -493,15 +525,10 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
     fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
     test_idx = [i for i in range(len(examples)) if half_of[i] != fit_half]
-    def part_curves(indices: Sequence[int], outputs, thresholds) -> dict:
-        members = objective[0]
-        return {name: sweep([examples[i] for i in indices if member[i]], [outputs[i] for i in indices if member[i]],
-                            thresholds) for name, member in members.items() if any(member[i] for i in indices)}
-
     if objective is None:
         tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS)).threshold
     else:
-        tuned = choose(part_curves(fit_idx, results, EDIT_THRESHOLDS), max_clean_fpr=objective[1]).threshold
+        tuned = _part_point(examples, results, fit_idx, objective[0], EDIT_THRESHOLDS, objective[1]).threshold
     subset_idx = {name: [i for i in test_idx if member[i]] for name, member in (subsets or {}).items()}
     subset_idx = {name: indices for name, indices in subset_idx.items() if indices}
 
@@ -509,14 +536,16 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         return sweep([examples[i] for i in indices], [outputs[i] for i in indices], [tuned])[0].value(
             "sentence.correction.f1")
 
+    def macro(outputs) -> tuple[float | None, float | None]:
+        if objective is None:
+            return None, None
+        point = _part_point(examples, outputs, test_idx, objective[0], [tuned])
+        return point.macro_f1, point.clean_fpr
+
     one = f1(test_idx, results)
     scores = {name: {"one_pass": f1(indices, results), "two_passes": None} for name, indices in subset_idx.items()}
-    macro = None
-    if objective is not None:
-        point = choose_all(part_curves(test_idx, results, [tuned]))[0]
-        macro = {"one_pass": point.macro_f1, "clean_fpr_one_pass": point.clean_fpr, "two_passes": None,
-                 "clean_fpr_two_passes": None}
-    two = None
+    macro_one, fpr_one = macro(results)
+    two = macro_two = fpr_two = None
     if two_passes:
         again, _ = run_system(trial.with_passes(2), [examples[i].source for i in test_idx], batch_size=batch_size,
                               threshold=tuned)
@@ -524,10 +553,10 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         two = f1(test_idx, by_index)
         for name, indices in subset_idx.items():
             scores[name]["two_passes"] = f1(indices, by_index)
-        if objective is not None:
-            point = choose_all(part_curves(test_idx, by_index, [tuned]))[0]
-            macro.update(two_passes=point.macro_f1, clean_fpr_two_passes=point.clean_fpr)
-    return HalfScore(split, fit_half, tuned, one, two, scores, macro)
+        macro_two, fpr_two = macro(by_index)
+    figures = None if objective is None else {"one_pass": macro_one, "two_passes": macro_two,
+                                              "clean_fpr_one_pass": fpr_one, "clean_fpr_two_passes": fpr_two}
+    return HalfScore(split, fit_half, tuned, one, two, scores, figures)
 
 
 def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int], batch_size: int = 32,
@@ -535,8 +564,8 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
                     correct_sides: bool = True, twins_of: Sequence[str | Path] = (),
                     parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float | None = None,
                     log=print) -> list[HalfScore]:
-    """How well a model's scorer form generalises on its dev split, as sessions 28-33 chose
-    between models (`finetune heldout`): for each split number, dev is shuffled with that seed and
+    """How well a model's scorer form generalises on its dev split, as the shipped model was
+    chosen among others (`finetune heldout`): for each split number, dev is shuffled with that seed and
     cut in two halves, and `fit_and_score` runs both ways — the scorer networks refitted on one
     half (the model's inputs and prior, `members` networks), the edit threshold swept there, F1 on
     the other half with one and two passes. The flag settings are the model's own (scorer.json);
@@ -566,7 +595,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     config = bundle.scorer_config
     flags = Scorer.from_config(config)  # the model's own flag settings, kept by every refit below
     sources = [e.source for e in examples]
-    candidates = flagged_candidates(bundle, sources, CorrectorConfig(recheck_top=0), flags.generator_flag_margin,
+    candidates = flagged_candidates(bundle, sources, CorrectorConfig(), flags.generator_flag_margin,
                                     flags.generator_flag_lm_weight, flags.context_flag_rate, fit_detection_threshold,
                                     batch_size)
     labels = candidate_labels(candidates, sources, [e.target for e in examples])

@@ -2,7 +2,7 @@
 
 Why: the scorer network can only be fitted on the calibration dev split (~1,000 sentences,
 ~900 gold candidates), because the discriminator and generator were fine-tuned on every other
-real pair and have memorised them (session 27: the discriminator's average precision at the
+real pair and have memorised them (the discriminator's average precision at the
 errors is 0.72 on training sentences against 0.42 on dev). The evidence the networks do not
 touch — the n-gram LM's gains, the error pairs and their contexts, the confusion relations —
 can learn from ten times as many real errors, if it is counted without the sentences it is
@@ -31,15 +31,15 @@ from pathlib import Path
 
 import torch
 
-from ..datasets import HeldOut, correct_sides, training_pairs
-from ..error_pairs import ErrorPairs
-from ..models import SCORER_FILE, load_model, write_scorer_config
-from ..ngram import NgramLM
-from ..particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
-from ..particles import featurize, fit_with_pairs, training_sites
 from ..pipeline import CorrectorConfig
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
+from ..resources.error_pairs import ErrorPairs
+from ..resources.ngram import NgramLM
+from ..resources.particles import PAIRS_WEIGHT as PARTICLE_PAIRS_WEIGHT
+from ..resources.particles import featurize, fit_with_pairs, training_sites
+from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import feature_matrix, fit_prior
+from ..splits import HeldOut, correct_sides, training_pairs
 from .calibrate import CONTEXT_RATE_GRID, LM_WEIGHT_GRID, MARGIN_GRID, candidate_labels, flagged_candidates
 
 
@@ -101,7 +101,7 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
     lines = list(iter_lines(list_corpus_files(corpus), stats))
     log(f"{len(pool)} training pairs in {folds} folds of {[fold.count(k) for k in range(folds)]}; "
         f"corpus: {stats.files} files, {len(lines)} lines")
-    config = CorrectorConfig(recheck_top=0)
+    config = CorrectorConfig()
     corpus_particles = featurize(training_sites(lines)) if bundle.particles is not None else None
     matrices, labels = [], []
     for k in range(folds):

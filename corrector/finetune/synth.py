@@ -30,10 +30,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, ConfusionSet
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files, split_sentences
-from ..protection import ensure_jieba
-from ..tokenization import is_cjk
+from ..resources.confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, ConfusionSet
+from ..text.protection import ensure_jieba
+from ..text.tokenization import is_cjk
 
 KINDS = ("same_pinyin", "similar_pinyin", "similar_shape", "random", "homophone_word", "real_pair", "particle")
 CHAR_KINDS = KINDS[:4]

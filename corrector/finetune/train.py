@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models import GENERATOR_INPUT_KEY, check_generator_input
-from ..tokenization import CharTokenizer
+from ..runtime.models import GENERATOR_INPUT_KEY, check_generator_input
+from ..text.tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
     LoopConfig,
@@ -73,20 +73,12 @@ class FinetuneConfig(LoopConfig):
     # pretrain.modeling.keep_layers): a faster discriminator for CPU serving.
     discriminator_layers: int | None = None
     # The same for the generator: its pass over a sentence cost as much as the discriminator's
-    # once that kept six layers (ONNX Runtime, one SIGHAN sentence, session 21: 3.7 vs 3.9 ms).
+    # once that kept six layers (ONNX Runtime, one SIGHAN sentence: 3.7 vs 3.9 ms).
     generator_layers: int | None = None
     # Train the generator alone: the discriminator and the embeddings it shares with the
     # generator stay as they are (the discriminator is not even run) — a cheaper step, for
     # reshaping the generator on a CPU without moving detection.
     freeze_discriminator: bool = False
-    # Knowledge distillation (Hinton et al. 2015; DistilBERT): a model dir whose generator is the
-    # teacher — typically the full-depth generator a --generator-layers student was cut from. Its
-    # soft predictions carry what the hard target cannot (which other characters are plausible).
-    # Measured once (session 22, CPU, 2,000 steps × 64 on the 6-layer cut): the KL to the teacher
-    # fell by a fifth, the student's top-1 at wrong characters did not move (model card).
-    distill_from: str | None = None
-    distill_weight: float = 1.0  # weight of the KL term against the target cross-entropy
-    distill_temperature: float = 2.0
     save_every: int = 200
 
 
@@ -100,13 +92,10 @@ def scored_logits(generator, input_ids: torch.Tensor, attention_mask: torch.Tens
 class CorrectionModel(nn.Module):
     """Generator + discriminator whose forward is the fine-tuning objective (one DDP call)."""
 
-    def __init__(self, discriminator, generator, cfg: FinetuneConfig, special_ids: list[int], mask_token_id: int,
-                 teacher=None) -> None:
+    def __init__(self, discriminator, generator, cfg: FinetuneConfig, special_ids: list[int], mask_token_id: int) -> None:
         super().__init__()
         self.discriminator = discriminator
         self.generator = generator
-        # Not a submodule: a frozen teacher is neither optimised nor saved in checkpoints.
-        self.__dict__["teacher"] = teacher
         self.cfg = cfg
         self.special_ids = special_ids
         self.mask_token_id = mask_token_id
@@ -131,9 +120,6 @@ class CorrectionModel(nn.Module):
         weights = torch.where(wrong[scored], self.cfg.error_weight, 1.0)
         gen_loss = (token_loss * weights).sum() / weights.sum().clamp_min(1.0)
         loss = gen_loss if frozen else gen_loss + self.cfg.disc_weight * disc_loss
-        if self.teacher is not None:
-            distill_loss = self._distill_loss(gen_input, attention_mask, scored, logits, weights)
-            loss = loss + self.cfg.distill_weight * distill_loss
 
         with torch.no_grad():
             correct = logits.argmax(-1) == target[scored]
@@ -144,8 +130,6 @@ class CorrectionModel(nn.Module):
                 "gen_acc_other": correct[~at_errors].float().mean().item() if (~at_errors).any() else 0.0,
                 "tokens": int(active.sum().item()),
             }
-            if self.teacher is not None:
-                stats["distill_loss"] = distill_loss.item()
             if not frozen:
                 predicted = disc_logits[active] > 0
                 truth = wrong[active]
@@ -154,19 +138,6 @@ class CorrectionModel(nn.Module):
                              det_precision=true_positive / max(1, predicted.sum().item()),
                              det_recall=true_positive / max(1, truth.sum().item()))
         return loss, stats
-
-    def _distill_loss(self, gen_input: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
-                      logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """KL(teacher || student) at the scored positions, both softened by the temperature and
-        weighted like the cross-entropy (errors count `error_weight` times); × T² keeps its
-        gradients on the cross-entropy's scale (Hinton et al.)."""
-        t = self.cfg.distill_temperature
-        with torch.no_grad():
-            teacher_logits = scored_logits(self.teacher, gen_input, attention_mask, scored)
-        teacher_log_probs = F.log_softmax(teacher_logits.float() / t, dim=-1)
-        student_log_probs = F.log_softmax(logits.float() / t, dim=-1)
-        kl = (teacher_log_probs.exp() * (teacher_log_probs - student_log_probs)).sum(-1)
-        return (kl * weights).sum() / weights.sum().clamp_min(1.0) * t * t
 
 
 def encode_pairs(pairs: list[tuple[str, str]], tokenizer: CharTokenizer, max_length: int) -> tuple[list[list[int]], list[list[int]], int]:
@@ -196,7 +167,7 @@ def split_dev(pairs: list[tuple[str, str]], share: float, seed: int) -> tuple[li
 
 def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[str, str]]:
     """Every training pair; a share of the `dev_from` files is held out and written to dev.tsv."""
-    from ..datasets import load_pairs
+    from ..splits import load_pairs
     from .synth import write_pairs
 
     pairs: list[tuple[str, str]] = []
@@ -244,22 +215,8 @@ def train(cfg: FinetuneConfig) -> Path:
     if cfg.freeze_discriminator:  # its parameters include the word embeddings the generator shares
         discriminator.requires_grad_(False)
         log("discriminator frozen: the generator trains alone")
-    teacher = None
-    if cfg.distill_from is not None:
-        _, teacher, _ = load_pair(cfg.distill_from)
-        if teacher.config.vocab_size != generator.config.vocab_size:
-            raise ValueError(f"--distill-from {cfg.distill_from}: its generator has {teacher.config.vocab_size} "
-                             f"tokens, the student {generator.config.vocab_size}; they must share the vocabulary")
-        teacher_input = getattr(teacher.config, GENERATOR_INPUT_KEY, "masked")
-        if teacher_input != cfg.generator_input:
-            raise ValueError(f"--distill-from {cfg.distill_from}: its generator reads '{teacher_input}' input, "
-                             f"this run trains '{cfg.generator_input}'")
-        teacher.requires_grad_(False).eval()
-        log(f"distilling from the generator of {cfg.distill_from} ({teacher.config.num_hidden_layers} layers, "
-            f"weight {cfg.distill_weight}, temperature {cfg.distill_temperature})")
     setattr(generator.config, GENERATOR_INPUT_KEY, cfg.generator_input)  # saved with it: how to feed it
-    set_attention((discriminator, generator) + ((teacher,) if teacher is not None else ()),
-                  accelerator.device.type, accelerator.mixed_precision == "bf16")
+    set_attention((discriminator, generator), accelerator.device.type, accelerator.mixed_precision == "bf16")
     tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(tokenizer_dir))
     max_length = min(cfg.max_length, discriminator.config.max_position_embeddings)
 
@@ -270,9 +227,7 @@ def train(cfg: FinetuneConfig) -> Path:
     log(f"{len(sources)} training sequences ({skipped} pairs skipped for length mismatch), {errors} wrong characters")
 
     special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
-    if teacher is not None:
-        teacher.to(accelerator.device)
-    model = CorrectionModel(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id, teacher)
+    model = CorrectionModel(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
     order = BatchOrder(len(sources), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)

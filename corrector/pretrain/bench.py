@@ -22,7 +22,7 @@ import time
 import torch
 from transformers import ElectraForMaskedLM
 
-from ..allocator import retain_freed_memory
+from ..runtime.allocator import retain_freed_memory
 from ..training import make_optimizer, native_bf16
 from .modeling import PRESETS, attention_implementation, build_pair, electra_configs, set_attention
 from .train import PretrainConfig, ReplacedTokenDetection, set_dropout

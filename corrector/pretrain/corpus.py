@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tokenization import CharTokenizer
+from ..text.tokenization import CharTokenizer
 
 SENTENCE_END = re.compile(r"(?<=[。！？；!?;…])")
 TEXT_SUFFIXES = {".txt", ".text", ".tsv", ".md"}

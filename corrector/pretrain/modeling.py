@@ -147,32 +147,10 @@ def count_parameters(module: nn.Module) -> int:
 def load_pair(path_or_id: str) -> tuple[ElectraForPreTraining, ElectraForMaskedLM, str]:
     """(discriminator, generator, tokenizer dir) of an existing model, embeddings re-tied where
     the shapes allow (separately saved halves load as copies), SDPA attention."""
-    from ..models import load_halves, resolve_model_paths
+    from ..runtime.models import load_halves, resolve_model_paths
 
     paths = resolve_model_paths(path_or_id)
     discriminator, generator = load_halves(paths)
     if discriminator.config.embedding_size == generator.config.embedding_size:
         tie_embeddings(discriminator, generator)
     return discriminator, generator, paths.tokenizer
-
-
-@torch.no_grad()
-def save_pair(discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM, output_dir: str,
-              tokenizer_dir: str | None = None, dtype: torch.dtype | None = None) -> None:
-    """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`.
-    `dtype` (e.g. torch.float16 for shipping) converts copies; the models passed in are untouched."""
-    import copy
-    import shutil
-    from pathlib import Path
-
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, model in (("discriminator", discriminator), ("generator", generator)):
-        if dtype is not None:
-            model = copy.deepcopy(model).to(dtype)
-        model.save_pretrained(out / name, safe_serialization=True)
-    if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != out.resolve():
-        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-            src = Path(tokenizer_dir) / name
-            if src.exists():
-                shutil.copy2(src, out / name)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tokenization import CharTokenizer
+from ..text.tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
     LoopConfig,

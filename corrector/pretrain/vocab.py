@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..tokenization import SPECIAL_TOKENS, is_cjk
+from ..text.tokenization import SPECIAL_TOKENS, is_cjk
 
 # Punctuation and symbols common in Chinese text; kept as their own tokens (not folded).
 CHINESE_PUNCTUATION = "，。、；：？！“”‘’（）《》〈〉【】「」『』—…·～￥％〇"

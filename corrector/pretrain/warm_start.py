@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from .modeling import generator_from_discriminator, save_pair
+from ..runtime.models import save_pair
+from .modeling import generator_from_discriminator
 
 PREFIX = "backbone."
 

@@ -16,7 +16,7 @@ depend on which particle is written there), and a few conjunctions of those. It 
 every 的/地/得 of clean text (the pre-training corpus, which edited text spells right), so it needs
 no labelled errors, plus the correct sides of the real training pairs counted `PAIRS_WEIGHT` times:
 they follow the convention the corrector is judged by (SIGHAN's gold writes 非常地惊讶 and
-一间一间地关闭, where the corpus's reviews write 的; on the dev split's particles, session 31, the
+一间一间地关闭, where the corpus's reviews write 的; on the dev split's particles the
 pairs x10 separate the errors better: 37-38 of 67 errors at a gain above 1 for 40-41 of 1,872
 correct particles, against 32 for 51 from the corpus alone). Stored as one safetensors file
 (`particles.safetensors`) in the model directory: a (buckets, 3) weight table and a bias.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .protection import ensure_jieba
+from ..text.protection import ensure_jieba
 
 FILENAME = "particles.safetensors"
 PARTICLES = "的地得"

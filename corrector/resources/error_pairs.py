@@ -36,8 +36,8 @@ so the calibrated weights do not trust the table more than it deserves) and stor
 `error_pairs.json` in the model directory. `--shared-span 8` also leaves out the training pairs
 that share an 8-character run with a dev sentence (SIGHAN's years repeat sentences: 1,097 such
 pairs gave 49 of the 1,090 dev errors their own correction in context); measured on the dev
-sentences that have no such twin, that table did slightly worse (held-out F1 0.4631 vs 0.4697,
-session 27), so the default keeps them.
+sentences that have no such twin, that table did slightly worse (held-out F1 0.4631 vs 0.4697),
+so the default keeps them.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .datasets import HeldOut, training_pairs
-from .tokenization import is_cjk
+from ..splits import HeldOut, training_pairs
+from ..text.tokenization import is_cjk
 
 FILENAME = "error_pairs.json"
 SCHEMA_VERSION = 2  # 2: context counts; version 1 files (no contexts) still load

@@ -25,7 +25,7 @@ from torch import nn
 from transformers import ElectraModel
 from transformers.modeling_outputs import BaseModelOutput
 
-from .quantization import Int8Linear
+from .int8 import Int8Linear
 
 
 def lean_encoder_supported(encoder: nn.Module) -> bool:

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import torch
 
-from .confusion import ConfusionSet, kind_of
-from .detection import detect, make_batch
-from .models import ModelBundle, load_model
-from .result import Edit, Result
-from .segmentation import split_text
-from .tokenization import is_cjk
+from ..detection import detect
+from ..resources.confusion import ConfusionSet, kind_of
+from ..result import Edit, Result
+from ..runtime.models import ModelBundle, load_model
+from ..runtime.passes import make_batch
+from ..text.segmentation import split_text
+from ..text.tokenization import is_cjk
 
 
 class ClassicCorrector:

@@ -17,12 +17,12 @@ least two characters (one-character fixes are the per-character candidates' job)
 into candidates: one group per word, one member per changed character, each member carrying
 the per-character evidence of its own character plus the word's (`word_gain`: the n-gram LM's
 gain for writing the whole word, `word_size`, and its dictionary frequency). The pipeline
-scores the members like any candidate and accepts a word only as a whole (pipeline.py).
+scores the members like any candidate and accepts a word only as a whole (acceptance.winners).
 
 Opt-in: the pipeline proposes words only for a scorer fitted on their features (`finetune
 calibrate --word-candidates`). On the shipped model's dev split such a scorer corrected 42
 adjacent errors instead of 6, but held-out F1 moved by +0.003 over random halves (noise: only
-50 gold words are in reach there), at ~5 % of the throughput; docs/history.md, session 19.
+50 gold words are in reach there), at ~5 % of the throughput (docs/history.md).
 
 The index is cached as JSON beside the confusion tables (`confusion.cache_dir()`).
 """
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .candidates import Candidates
+from ..candidates import Candidates
+from ..text.protection import ensure_jieba
+from ..text.tokenization import is_cjk
 from .confusion import ConfusionSet, cached_json, fuzzy_syllable
 from .ngram import NgramLM
-from .protection import ensure_jieba
-from .tokenization import is_cjk
 
 BUILD_VERSION = 1  # bump when the index's build logic changes: old caches are then ignored
 MAX_READINGS = 16  # spans whose characters have more reading combinations are looked up under the first 16

@@ -1,31 +1,16 @@
-"""Int8 inference on CPU: int8 weights (one scale per output channel), int8 activations (one
-scale per token, computed on the fly), int32 accumulation.
-
-Why this scheme and not torch's `quantize_dynamic`: that one scales the activations of a whole
-batch with one number, so a sentence's result depended on its batch-mates (the service gathers
-unrelated requests into one batch), and torch deprecates it (torch.ao). Here every token is
-quantized on its own and integer sums are exact, so a sentence's result is the same in any batch
-(tested). Why not torchao's `Int8DynamicActivationInt8WeightConfig`, the same scheme: on this
-2-core CPU its tensor-subclass dispatch cost more than int8 saved (ELECTRA-small discriminator, one
-33-character sentence: 31 ms vs 16 ms fp32; this module: 10 ms).
-
-By default (`int8_copy(encoder="auto")`) the encoders run in ONNX Runtime instead, where it is
-installed (onnx_encoder.py): the same int8 weights, activations scaled per sentence, one sentence
-per run — so there too a sentence's result does not depend on its batch — at about 0.7x the time
-per sentence alone. The heads stay here.
-"""
+"""Int8 linear layers for CPU inference: int8 weights (one scale per output channel), int8
+activations (one scale per token, computed on the fly), int32 accumulation. Why this scheme:
+quantization.py. The encoders (lean_encoder.py, onnx_encoder.py) build on these layers, and
+quantization.py builds int8 networks from both, so the layers live apart from either: no cycle."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import time
 
 import torch
 from torch import nn
-
-from . import RUNTIMES
 
 # An fp32 matmul of integer-valued tensors is exact while every partial sum stays below 2**24:
 # |sum| <= depth * 127 * 127, so up to 1,040 input features (every layer of ELECTRA-small/base's
@@ -38,8 +23,8 @@ KERNELS = ("auto", "int", "float")
 def int8_kernel() -> str:
     """How `Int8Linear` multiplies: "int" (torch._int_mm, int32 sums) or "float" (the same int8
     values as floats, exact: see FLOAT32_EXACT_DEPTH). Both give identical results; only speed
-    differs. torch's CPU int8 matmul is fast where the CPU has VNNI (the Intel machines of sessions
-    9-20) and a slow fallback where it has not — on an AVX2-only AMD EPYC (session 21) 15-30x
+    differs. torch's CPU int8 matmul is fast where the CPU has VNNI (the Intel machines it was
+    first measured on) and a slow fallback where it has not — on an AVX2-only AMD EPYC 15-30x
     slower than fp32 (16 vs 1.1 ms for 16 x 128 @ 128 x 6,884, the generator's head), which made
     the int8 corrector slower than fp32. So "auto" (the default; `CSC_INT8_KERNEL` overrides) times
     both once per process on a head-sized product and keeps the faster."""
@@ -113,64 +98,6 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-# The runtimes of Corrector(runtime=) and `python -m corrector --runtime` (int8_runtime names the
-# one a network got), plus "transformers", the reference the two are tested against.
-ENCODERS = (*RUNTIMES, "transformers")
-
-
-def int8_copy(model: nn.Module, encoder: str = "auto") -> nn.Module:
-    """A copy of `model` with every `nn.Linear` replaced by an `Int8Linear` (the original is not
-    touched: the service and evaluator may share it). CPU only.
-
-    An ELECTRA encoder (`model.electra`, every network this project ships) is replaced as a
-    whole: "onnxruntime" runs it in ONNX Runtime (onnx_encoder.py: one sentence per run, fused
-    int8 kernels), "torch" in a plain torch forward with query/key/value fused (lean_encoder.py),
-    "transformers" keeps transformers' encoder with int8 layers (the reference both are tested
-    against); "auto" is "onnxruntime" when onnxruntime is installed and the network qualifies,
-    else "torch" where it qualifies. The heads keep transformers' code with int8 layers."""
-    from .lean_encoder import LeanElectraEncoder, lean_encoder_supported  # they build on Int8Linear
-    from .onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
-
-    if encoder not in ENCODERS:
-        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {encoder!r}")
-    if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ValueError("int8 quantization is for CPU inference")
-    original = getattr(model, "electra", None)
-    if encoder == "auto":
-        if original is not None and onnx_runtime_available() and onnx_encoder_supported(original):
-            encoder = "onnxruntime"
-        else:
-            encoder = "torch"
-    if encoder == "onnxruntime" and not onnx_runtime_available():
-        raise ValueError("the ONNX encoder needs onnxruntime and onnx (pip install onnxruntime onnx)")
-    if encoder == "onnxruntime" and (original is None or not onnx_encoder_supported(original)):
-        raise ValueError(f"{type(model).__name__} has no encoder-only gelu ELECTRA the ONNX encoder can run")
-    # The ONNX path reads the original's weights into its graph: the encoder is not copied first
-    # (the memo makes the copy refer to the original module, replaced right after).
-    copied = copy.deepcopy(model, {id(original): original} if encoder == "onnxruntime" else None)
-    if encoder == "onnxruntime":
-        copied.electra = OnnxElectraEncoder(original)
-    elif encoder == "torch" and original is not None and lean_encoder_supported(original):
-        copied.electra = LeanElectraEncoder(copied.electra)
-    _replace_linears(copied)
-    return copied.eval()
-
-
-def int8_runtime(model: nn.Module) -> str:
-    """What runs an int8 network's encoder: "onnxruntime" or "torch"."""
-    from .onnx_encoder import OnnxElectraEncoder
-
-    return "onnxruntime" if isinstance(getattr(model, "electra", None), OnnxElectraEncoder) else "torch"
-
-
 def is_int8(model: nn.Module) -> bool:
     """Whether `model` already runs int8 layers (an `int8_copy`)."""
     return any(isinstance(m, Int8Linear) for m in model.modules())
-
-
-def _replace_linears(module: nn.Module) -> None:
-    for name, child in module.named_children():
-        if isinstance(child, nn.Linear):
-            setattr(module, name, Int8Linear.from_linear(child))
-        else:
-            _replace_linears(child)

@@ -57,7 +57,7 @@ def signed_weights_saturate() -> bool:
 
     Without VNNI, ORT's x86 kernel for uint8 activations x int8 weights sums pairs of products in
     16 bits (VPMADDUBSW), which saturates when both are large: 2 x 255 x 127 > 32,767 (ORT's
-    quantization docs). On the AVX2-only AMD EPYC of session 21 that moved the shipped
+    quantization docs). On an AVX2-only AMD EPYC that moved the shipped
     discriminator's hidden states by up to 6 % of their range (0.33 of 5.2 on one sentence) and
     broke a tiny test model outright. The probe multiplies such values once and compares with the
     exact sum; where they saturate, the graphs take uint8 weights with zero point 128 instead
@@ -189,7 +189,7 @@ class OnnxElectraEncoder(InferenceEncoder):
         self.config = encoder.config
         self.word_embeddings = encoder.embeddings.word_embeddings  # for get_input_embeddings
         options = onnxruntime.SessionOptions()
-        # One thread per run: the corrector runs its batches on parallel workers (pipeline.py).
+        # One thread per run: the corrector runs its batches on parallel workers (threads.py).
         # Two threads made a lone discriminator pass faster (4.1 -> 2.4 ms) but the corrector's
         # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight torch's and the Python stages.
         options.intra_op_num_threads = 1

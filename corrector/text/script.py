@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .result import Edit
+from ..result import Edit
 
 # OpenCC configurations per variant: (to simplified, to traditional). The variant decides how a
 # corrected character is written back (为 -> 為 in Taiwan and Hong Kong, 爲 in OpenCC's standard

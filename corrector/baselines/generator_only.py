@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import torch
 
-from .candidates import cjk_bias
-from .detection import make_batch
-from .models import ModelBundle, load_model
-from .result import Edit, Result
-from .segmentation import split_text
-from .tokenization import is_cjk
+from ..candidates import cjk_bias
+from ..result import Edit, Result
+from ..runtime.models import ModelBundle, load_model
+from ..runtime.passes import make_batch
+from ..text.segmentation import split_text
+from ..text.tokenization import is_cjk
 
 
 class GeneratorCorrector:

@@ -18,12 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corrector.datasets import Example
-from corrector.result import Result
-
+from ..datasets import Example
+from ..result import Result
 from .metrics import metric_value
-from .runner import run_system, score_results
-from .systems import System
+from .runs import System, run_system, score_results
 
 DEFAULT_METRIC = "sentence.correction.f1"
 CALIBRATION_VERSION = 1
@@ -210,45 +208,3 @@ def read_calibration(path: str | Path) -> float:
     if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
         raise ValueError(f"{path}: no 'threshold' in [0, 1]")
     return float(threshold)
-
-
-def plot_sweep(result: SweepResult, path: str | Path) -> Path:
-    """Precision–recall curves (one per data set and pooled) with the best point marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; also safe in tests and CI
-    import matplotlib.pyplot as plt
-
-    block = result.metric.rsplit(".", 1)[0]
-    fig, ax = plt.subplots(figsize=(6.4, 5.2))
-    for name, points in result.curves.items():
-        # Thresholds at which nothing is predicted have no precision (reported as 0): leave them
-        # out rather than drawing a drop to the origin.
-        points = [p for p in points if p.value(f"{block}.tp") + p.value(f"{block}.fp") > 0]
-        recall = [p.value(f"{block}.recall") for p in points]
-        precision = [p.value(f"{block}.precision") for p in points]
-        style = {"linewidth": 2.4, "color": "black"} if name == "all" else {"linewidth": 1.2, "alpha": 0.8}
-        ax.plot(recall, precision, marker=".", markersize=3, label=name, **style)
-    best = result.best
-    ax.scatter(
-        [best.value(f"{block}.recall")],
-        [best.value(f"{block}.precision")],
-        s=90,
-        marker="*",
-        color="red",
-        zorder=5,
-        label=f"best {result.metric} = {best.value(result.metric):.3f} at t = {best.threshold:.2f}",
-    )
-    ax.set_xlabel(f"{block} recall")
-    ax.set_ylabel(f"{block} precision")
-    ax.set_xlim(0, 1.0)
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.set_title(f"{result.system}: threshold sweep ({block})")
-    ax.legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path

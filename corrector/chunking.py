@@ -1,0 +1,50 @@
+"""Chunk: the texts as the model reads them — split into chunks of at most `max_positions`
+characters (text/segmentation.py), encoded, with the positions that may be edited marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .text.protection import whitelisted_offsets
+from .text.segmentation import Chunk, split_text
+from .text.tokenization import CharTokenizer, is_cjk
+
+
+@dataclass
+class Item:
+    """One chunk of one input text, encoded."""
+
+    text_index: int
+    chunk: Chunk
+    ids: list[int]
+    offsets: list[int]  # original-text offset of each model position
+    editable: list[bool]
+
+
+def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Sequence[str], max_positions: int,
+                overlap: int, originals: Sequence[str] | None = None,
+                only: Sequence[set[int]] | None = None) -> list[Item]:
+    """The chunks of `texts` (as the model reads them) that hold an editable character: a CJK
+    character outside whitelisted terms (which match in the text as written, `originals`, too)
+    in the chunk's own span; with `only[t]`, only those offsets of text t. A text without CJK
+    characters has none."""
+    items = []
+    for t, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{t}] is {type(text).__name__}, expected str")
+        if not any(is_cjk(ch) for ch in text):
+            continue
+        frozen = whitelisted_offsets(text, whitelist)
+        if originals is not None and originals[t] != text:
+            frozen |= whitelisted_offsets(originals[t], whitelist)
+        for chunk in split_text(text, max_positions, overlap):
+            enc = tokenizer.encode(text[chunk.start:chunk.end])
+            offsets = [chunk.start + o for o in enc.offsets]
+            editable = [
+                is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end
+                and (only is None or o in only[t]) for o in offsets
+            ]
+            if any(editable):
+                items.append(Item(t, chunk, enc.ids, offsets, editable))
+    return items

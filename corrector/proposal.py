@@ -1,0 +1,76 @@
+"""Propose: the candidates of each flagged position — the generator read there (one pass per
+batch, candidates.py), its top characters and the confusion set's, ranked and capped, each with
+its n-gram gain; and, when the corrector proposes them, word candidates (resources/homophones.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .candidates import CandidateConfig, Candidates, GeneratorView, VocabConfusion, propose
+from .detection import Sites
+from .resources.confusion import ConfusionSet
+from .resources.homophones import HomophoneWords, WordConfig, propose_words
+from .runtime.models import ModelBundle
+from .runtime.passes import Batch, generator_log_probs
+
+
+class Proposer:
+    """The propose stage of one corrector."""
+
+    def __init__(self, bundle: ModelBundle, config: CandidateConfig, vocab_confusion: VocabConfusion,
+                 cjk_bias: torch.Tensor, vocab_to_lm: np.ndarray | None, generator_input: str,
+                 homophones: HomophoneWords | None = None, confusion: ConfusionSet | None = None,
+                 words: WordConfig | None = None) -> None:
+        self.bundle = bundle
+        self.config = config
+        self.vocab_confusion = vocab_confusion
+        self.cjk_bias = cjk_bias
+        self.vocab_to_lm = vocab_to_lm
+        self.generator_input = generator_input
+        self.homophones = homophones  # None: no word candidates
+        self.confusion = confusion
+        self.words = words or WordConfig()
+
+    def __call__(self, batch: Batch, sites: Sites) -> Candidates:
+        bundle = self.bundle
+        if sites.generator_pass is not None:  # detection's generator flags already ran the pass
+            log_probs = sites.generator_pass.log_probs(sites.rows_t, sites.index_t)
+        else:
+            log_probs = generator_log_probs(bundle, batch, sites.rows_t, sites.index_t,
+                                            mask=self.generator_input == "masked")
+        lm_gains = None
+        if bundle.ngram is not None:
+            pairs = sites.sites
+
+            def lm_gains(position: np.ndarray, target_ids: np.ndarray) -> np.ndarray:
+                """One vectorised n-gram pass for every candidate of the batch."""
+                return bundle.ngram.site_gains(pairs, position, self.vocab_to_lm[target_ids])
+
+        view = GeneratorView.of(log_probs, sites.source_ids, self.cjk_bias, self.config.top_k + 1)
+        cands = propose(view, sites.source_ids, sites.chars, self.vocab_confusion, self.config, lm_gains=lm_gains)
+        if self.homophones is not None:
+            cands = cands.extended(self._word_candidates(sites, view, lm_gains))
+        return cands
+
+    def _word_candidates(self, sites: Sites, view: GeneratorView, lm_gains) -> Candidates:
+        """Word candidates (homophones.py) over the batch's flagged positions."""
+        group, texts = sites.group, sites.texts
+        flagged: list[dict[int, int]] = [{} for _ in group]
+        for n, (row, offset) in enumerate(zip(sites.rows, sites.offsets, strict=True)):
+            flagged[row][offset] = n
+        tok, error_pairs = self.bundle.tokenizer, self.bundle.error_pairs
+        return propose_words(
+            self.homophones,
+            [(texts[it.text_index], it.chunk.start, it.chunk.end) for it in group],
+            flagged,
+            view.allowed,
+            view.source,
+            view.top_ids[:, 0],
+            tok.vocab.get,
+            self.confusion.relation,
+            (lambda old, new: error_pairs.targets(old).get(new, 0)) if error_pairs is not None else (lambda old, new: 0),
+            self.bundle.ngram,
+            lm_gains,
+            self.words,
+        )

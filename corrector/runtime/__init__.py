@@ -1,0 +1,7 @@
+"""How the networks run: model loading, int8 layers and encoders (torch / ONNX Runtime), batch
+threads, correction processes, the allocator. Importing this package costs nothing (no torch)."""
+
+# What runs the int8 networks' encoders (`Corrector(runtime=...)`, `--runtime` of the CLI, service
+# and evaluator): "onnxruntime" (onnx_encoder.py), "torch" (lean_encoder.py), "auto" = ORT where
+# installed. Here, apart from the modules that import torch, so that argument parsers need not.
+RUNTIMES = ("auto", "onnxruntime", "torch")
