@@ -74,8 +74,23 @@ class Settings(BaseSettings):
     # Texts waiting for the model beyond this are refused with 503 instead of queueing forever.
     max_queue_texts: int = Field(2048, ge=1)
 
+    # Fairness (batching.py, pieces.py): texts longer than piece_chars are corrected in pieces cut
+    # at sentence ends, and one corrector call takes pieces round-robin from every waiting request,
+    # at most max_batch_chars characters in all (~0.1 s of the shipped model on 2 processes), so a
+    # short request never waits behind a big one for more than about two such calls.
+    piece_chars: int = Field(256, ge=16)
+    max_batch_chars: int = Field(1024, ge=16)
+    # Characters waiting for the model beyond this are refused with 503 (with max_queue_texts).
+    max_queue_chars: int = Field(1_000_000, ge=1)
+
     # Input limits (see docs/service.md, "Bad input").
     max_text_chars: int = Field(10_000, ge=1)
     max_texts: int = Field(64, ge=1)
+    # The cost budget of one request: characters of all its texts together, 413 beyond it.
+    # 100,000 characters take ~8 s of the 2-core machine (~12,000 characters/s with two
+    # correction processes); more belongs in several requests (or the CLI's --input).
+    max_request_chars: int = Field(100_000, ge=1)
+    # Seconds a request body may take to stop arriving (408 after that).
+    body_timeout_s: float = Field(10.0, gt=0, le=3600)
     # Must fit max_texts * max_text_chars of CJK text (3 UTF-8 bytes a character) plus JSON.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
