@@ -228,3 +228,84 @@ def test_process_corrector_raises_worker_crashed_when_nothing_is_ready(slow_proc
     with pytest.raises(WorkerCrashedError):
         slow_processes.correct_batch(["因该"])
     assert slow_processes.ready_processes == 0
+
+
+# --- 9. the smaller ones ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def client():
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(_settings(), corrector=CostlyCorrector(0)), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_head_of_the_index_page_is_not_405(client):
+    r = client.head("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+
+
+def test_utf16_body_is_400(client):
+    for encoding in ("utf-16", "utf-16-le", "utf-32"):
+        r = client.post("/correct", content='{"text": "因该"}'.encode(encoding),
+                        headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["errors"][0]["type"] == "invalid_body", encoding
+        assert "not UTF-8" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("raw,words", [
+    ('{"text": "a", "threshold": ' + "1" * 5000 + "}", "number in the JSON body is too long"),
+    ('{"text": "a", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+])
+def test_huge_number_or_deep_nesting_gets_an_accurate_message(client, raw, words):
+    r = client.post("/correct", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and words in r.json()["detail"], r.json()
+    assert "UTF-8" not in r.json()["detail"]
+
+
+def test_docs_page_needs_no_internet(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in page.text
+    assert "cdn" not in page.text.lower()
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert client.get(f"/docs-assets/{asset}").status_code == 200
+
+
+def test_health_names_the_model_without_its_path(tmp_path):
+    from fastapi.testclient import TestClient
+
+    fake = CostlyCorrector(0)
+    fake.name = str(tmp_path / "my-model")
+    (tmp_path / "my-model").mkdir()
+    with TestClient(create_app(_settings(), corrector=fake)) as c:
+        body = c.get("/health").json()
+    assert body["model"] == "my-model" and str(tmp_path) not in str(body)
+
+
+def test_a_partial_body_times_out_with_408():
+    app = create_app(_settings(body_timeout_s=0.5), corrector=CostlyCorrector(0))
+    with service_thread(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST /correct HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"text\": ")
+            start = time.monotonic()
+            answer = sock.recv(4096)
+            waited = time.monotonic() - start
+        assert answer.startswith(b"HTTP/1.1 408") and b"body_timeout" in answer
+        assert 0.4 <= waited < 5
+
+
+def test_pieces_cover_the_text_and_join_back():
+    from service.pieces import join_results, split_into_pieces
+
+    text = "少先队员因该为老人让坐。" * 30 + "没有标点的长句子" * 40 + "，好" * 50
+    pieces = split_into_pieces(text, 64)
+    assert "".join(p for _, p in pieces) == text and all(len(p) <= 64 for _, p in pieces)
+    assert all(text[offset:offset + len(p)] == p for offset, p in pieces)
+    assert pieces[0][1].endswith("。")  # cut after a sentence end where there is one
+    fake = CostlyCorrector(0)
+    results = [fake.correct_one(p) for _, p in pieces]
+    joined = join_results([text], [(0, o, p) for o, p in pieces], results)[0]
+    assert joined == fake.correct_one(text)
