@@ -83,7 +83,13 @@ from .error_pairs import pair_features
 from .homophones import HomophoneWords, WordConfig, propose_words, whole_words, word_confidence
 from .models import ModelBundle, check_generator_input, load_model
 from .particles import PARTICLE_INDEX
-from .protection import WordFrequency, proper_noun_offsets, read_whitelist, whitelisted_offsets
+from .protection import (
+    WordFrequency,
+    address_offsets,
+    proper_noun_offsets,
+    read_whitelist,
+    whitelisted_offsets,
+)
 from .quantization import int8_copy
 from .result import Edit, Result
 from .scoring import FEATURE_INDEX, FEATURES, Scorer
@@ -536,7 +542,7 @@ class Corrector:
                 raise TypeError(f"texts[{t}] is {type(text).__name__}, expected str")
             if not any(is_cjk(ch) for ch in text):
                 continue
-            frozen = whitelisted_offsets(text, self.whitelist)
+            frozen = whitelisted_offsets(text, self.whitelist) | address_offsets(text)
             if originals is not None and originals[t] != text:
                 frozen |= whitelisted_offsets(originals[t], self.whitelist)
             for chunk in split_text(text, self.max_positions, self.config.overlap):

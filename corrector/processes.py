@@ -77,7 +77,10 @@ def _serve(conn: Connection, spec: CorrectorSpec) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import torch
+        from transformers.utils import logging as hf_logging
 
+        # Loading bars, one set per process and restart, would only fill the caller's log.
+        hf_logging.disable_progress_bar()
         torch.set_num_threads(1)  # one core per process: no OpenMP team to spin against the others
         corrector = spec.build()
         if spec.warmup:

@@ -66,7 +66,9 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         return ProcessCorrector(spec, processes)
 
     import torch
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would fill the service log on every start
     from corrector.pipeline import (  # imported here: tests with a fake never pay for it
         Corrector,
         CorrectorConfig,
