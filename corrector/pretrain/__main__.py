@@ -16,7 +16,9 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from ..particles import PAIRS_WEIGHT
 from ..training import add_config_arguments, config_from_args
@@ -149,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sizes} from {read} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
     if args.command == "particles":
-        from pathlib import Path
-
         from ..datasets import DatasetError, correct_sides
         from ..particles import FILENAME, featurize, fit_with_pairs, training_sites
         from .corpus import CorpusStats, iter_lines, list_corpus_files
@@ -171,14 +171,31 @@ def main(argv: list[str] | None = None) -> int:
               f"({(output / FILENAME).stat().st_size / 1e6:.1f} MB)")
         return 0
     if args.command == "train":
+        from filelock import FileLock, Timeout
+
         from .train import train as run_training
 
         config = config_from_args(PretrainConfig, args)
+        # Two runs writing one --output would interleave their checkpoints and metrics. The lock is
+        # the OS's (flock): a run killed with -9 leaves the file but not the lock. Under
+        # `accelerate launch` only rank 0 takes it; the other ranks are part of the same run.
+        lock = (FileLock(Path(args.output) / ".train.lock", timeout=0)
+                if os.environ.get("RANK", "0") == "0" else None)
         try:
+            if lock is not None:
+                Path(args.output).mkdir(parents=True, exist_ok=True)
+                lock.acquire()
             run_training(config)
+        except Timeout:
+            print(f"error: another `pretrain train` is writing {args.output} (it holds {lock.lock_file}); "
+                  "wait for it to end or choose another --output", file=sys.stderr)
+            return 2
         except (FileNotFoundError, ValueError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        finally:
+            if lock is not None:
+                lock.release()
         return 0
     from .bench import run_bench
 
