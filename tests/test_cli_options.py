@@ -25,18 +25,18 @@ SHIPPED = (DEFAULT_MODEL_DIR / "discriminator" / "model.safetensors").exists()
 # --- 5. options out of range: a clear message and exit status 2, before any model loads --------
 
 
-@pytest.mark.parametrize("option,value,words", [
-    ("--threshold", "-1", "outside [0, 1]"),
-    ("--threshold", "1.5", "outside [0, 1]"),
-    ("--threshold", "nan", "outside [0, 1]"),
-    ("--threshold", "high", "not a number"),
-    ("--detection-threshold", "inf", "outside [0, 1]"),
-    ("--max-edits", "-1", "below 0"),
-    ("--batch-size", "0", "below 1"),
-    ("--threads", "-2", "below 1"),
-    ("--max-edits", "2.5", "not a whole number"),
-])
-def test_out_of_range_options_exit_2_with_a_clear_message(option, value, words, capsys):
+BAD_OPTIONS = {  # option and value: what the message says
+    "--threshold -1": "outside [0, 1]", "--threshold 1.5": "outside [0, 1]", "--threshold nan": "outside [0, 1]",
+    "--threshold high": "not a number", "--detection-threshold inf": "outside [0, 1]",
+    "--max-edits -1": "below 0", "--max-edits 2.5": "not a whole number", "--batch-size 0": "below 1",
+    "--threads -2": "below 1",
+}
+
+
+@pytest.mark.parametrize("given", BAD_OPTIONS)
+def test_out_of_range_options_exit_2_with_a_clear_message(given, capsys):
+    option, value = given.split()
+    words = BAD_OPTIONS[given]
     with pytest.raises(SystemExit) as stop:
         main(["--model", "/nonexistent/model", option, value, WRONG])
     assert stop.value.code == 2
