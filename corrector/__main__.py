@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from . import RUNTIMES
+from .allocator import release_free_memory
 from .script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
@@ -222,6 +223,7 @@ def run_lines(corrector: LazyCorrector, handle: BinaryIO, name: str, out, args: 
                 else:
                     out.write(format_result(next(results), args.json, with_edits=False) + ending)
             out.flush()
+            release_free_memory()  # memory stays bounded over a file of any length (allocator.py)
             bar.update(len(block))
     return status
 

@@ -149,3 +149,24 @@ def test_a_relative_model_path_missing_here_says_so(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="no model directory"):
         resolve_model_paths("models/mine")
+
+
+def test_free_memory_goes_back_after_every_block(monkeypatch):
+    import argparse
+
+    import corrector.__main__ as cli
+    from corrector.allocator import release_free_memory
+    from corrector.result import Result
+
+    assert release_free_memory() in (True, False)  # callable anywhere; True where glibc trimmed
+    calls = []
+    monkeypatch.setattr(cli, "BLOCK_LINES", 2)
+    monkeypatch.setattr(cli, "release_free_memory", lambda: calls.append(1))
+
+    class Echo:
+        def correct_batch(self, texts):
+            return [Result.unchanged(t) for t in texts]
+
+    args = argparse.Namespace(json=False, no_progress=True)
+    assert cli.run_lines(Echo(), io.BytesIO("一\n二\n三\n四\n五\n".encode()), "<t>", io.StringIO(), args) == 0
+    assert len(calls) == 3  # one per block of 2 lines
