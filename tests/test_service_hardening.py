@@ -309,3 +309,38 @@ def test_pieces_cover_the_text_and_join_back():
     results = [fake.correct_one(p) for _, p in pieces]
     joined = join_results([text], [(0, o, p) for o, p in pieces], results)[0]
     assert joined == fake.correct_one(text)
+
+
+def test_service_log_has_no_loading_bars_and_shutdown_no_leak_warnings(tiny_model_dir):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", "0", "--model", str(tiny_model_dir),
+         "--processes", "2"],
+        cwd=root, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 300
+        url = None
+        while url is None:
+            line = proc.stdout.readline()
+            assert line and time.monotonic() < deadline, "service did not start:\n" + "".join(lines[-30:])
+            lines.append(line)
+            if match := re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line):
+                url = match.group(1)
+        assert httpx.post(f"{url}/correct", json=SHORT, timeout=60).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    log = "".join(lines) + rest
+    assert "Loading weights" not in log and "leaked semaphore" not in log and "Traceback" not in log, log[-3000:]
+    assert "Application shutdown complete" in log
