@@ -71,7 +71,7 @@ def release_free_memory() -> bool:
     `retain_freed_memory` the heap never shrinks, and texts of new lengths leave free pieces
     that later allocations do not fit, so the process grew block after block with the same
     Python objects (~402,000) throughout. Measured on SIGHAN's sentences twice over, 19 blocks of
-    1,024 lines: 870 -> 1,106 MB; with this after each block 780 -> 804 MB.
+    1,024 lines: 870 -> 1,106 MB; with this after each block 780 -> 806 MB.
     Within a block the retained memory still serves every batch."""
     if not sys.platform.startswith("linux"):
         return False
