@@ -54,7 +54,7 @@ class Metrics:
             "csc_queue_wait_seconds", "Time a request waited before its corrector call started",
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
-        self.queue_depth = Gauge("csc_queue_texts", "Texts waiting for the corrector", registry=self.registry)
+        self.queue_depth = Gauge("csc_queue_texts", "Texts waiting for or in the corrector", registry=self.registry)
         self.rejected = Counter(
             "csc_rejected_total", "Requests refused before correction, by reason", ["reason"],
             registry=self.registry,
