@@ -333,7 +333,18 @@ class ProcessCorrector:
 
     @property
     def ready_processes(self) -> int:
-        """Processes alive and loaded now (less than `processes` while some restart)."""
+        """Processes alive and loaded now (less than `processes` while some restart). Notices a
+        replacement that has finished loading even between calls, unless a call holds the pool
+        (which notices it itself)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                for worker in self._workers:
+                    try:
+                        worker.poll_ready()
+                    except BaseException:  # noqa: BLE001 - died while starting: the next call replaces it
+                        pass
+            finally:
+                self._lock.release()
         return sum(1 for w in list(self._workers) if w.info is not None and w.process.is_alive())
 
     def close(self) -> None:
