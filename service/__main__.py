@@ -56,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--piece-chars", type=int,
                    help="texts longer than this are corrected in pieces cut at sentence ends, which share "
                         "the model with other requests (default 256)")
-    p.add_argument("--max-batch-chars", type=int, help="most characters in one corrector call (default 1024)")
+    p.add_argument("--turn-chars", type=int,
+                   help="most characters of one request in one corrector call (default 512)")
     p.add_argument("--body-timeout-s", type=float,
                    help="seconds a request body may take to arrive, 408 after (default 10)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None,

@@ -339,7 +339,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
             max_queue_texts=settings.max_queue_texts,
             max_queue_chars=settings.max_queue_chars,
             piece_chars=settings.piece_chars,
-            max_batch_chars=settings.max_batch_chars,
+            turn_chars=settings.turn_chars,
             metrics=metrics,
         )
         await batcher.start()

@@ -76,10 +76,13 @@ class Settings(BaseSettings):
 
     # Fairness (batching.py, pieces.py): texts longer than piece_chars are corrected in pieces cut
     # at sentence ends, and one corrector call takes pieces round-robin from every waiting request,
-    # at most max_batch_chars characters in all (~0.1 s of the shipped model on 2 processes), so a
-    # short request never waits behind a big one for more than about two such calls.
+    # at most turn_chars characters from any one request, so a short request waits behind a big
+    # one for about 1.5 such turns. Measured beside a 96,000-character request (2 shared cores,
+    # load ~5), with the cap on the whole call: a short request's p50 300-350 ms at 512 against
+    # 536-635 ms at 1024; the big one alone took 34.5-40.1 s against 30.8-34.4 s (more calls, each
+    # waiting for the slower process's share).
     piece_chars: int = Field(256, ge=16)
-    max_batch_chars: int = Field(1024, ge=16)
+    turn_chars: int = Field(512, ge=16)
     # Characters waiting for the model beyond this are refused with 503 (with max_queue_texts).
     max_queue_chars: int = Field(1_000_000, ge=1)
 

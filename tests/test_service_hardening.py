@@ -344,3 +344,28 @@ def test_service_log_has_no_loading_bars_and_shutdown_no_leak_warnings(tiny_mode
     log = "".join(lines) + rest
     assert "Loading weights" not in log and "leaked semaphore" not in log and "Traceback" not in log, log[-3000:]
     assert "Application shutdown complete" in log
+
+
+def test_a_turn_caps_one_request_per_call_not_the_call():
+    import asyncio
+
+    from service.batching import Batcher
+
+    fake = CostlyCorrector(0)
+
+    async def scenario() -> None:
+        batcher = Batcher(fake, max_batch_size=32, turn_chars=512, piece_chars=256, max_wait_ms=0)
+        await batcher.start()
+        try:
+            big = batcher.correct(["因该。" * 700] * 2)  # 4,200 characters in pieces of <= 256
+            shorts = [batcher.correct([f"{i}号因该坐好，今天天气很好，我们去公园散步。"]) for i in range(20)]
+            results = await asyncio.gather(big, *shorts)
+        finally:
+            await batcher.stop()
+        assert [r.target for r in results[0]] == ["应该。" * 700] * 2
+
+    asyncio.run(scenario())
+    first = fake.calls[0][0]
+    big_chars = sum(len(t) for t in first if t.startswith("因该。"))
+    assert 0 < big_chars <= 512  # the big request's turn
+    assert sum(1 for t in first if "号" in t) == 20  # every short one in the same call
