@@ -4,9 +4,15 @@ with micro-batching on and off, in one run.
     python benchmarks/load_service.py --model data/model            # starts the server twice
     python benchmarks/load_service.py --tiny-model --duration 3     # random tiny model, smoke run
     python benchmarks/load_service.py --url http://127.0.0.1:8000   # a server you started
+    python benchmarks/load_service.py --modes on --beside-big        # short requests beside a big one
 
 Each client is a closed loop on one keep-alive connection: send one sentence, wait for the
-answer, send the next. The client is a small asyncio HTTP/1.1 writer/reader rather than httpx so
+answer, send the next. The sentences are real ones, a mix of lengths and errors: the sources of
+SIGHAN-15's test set from the shared data ($CSC_SHARED_DATA, read at run time), else a few
+built-in ones; each client walks through them from its own starting point (--text: one fixed
+sentence instead). --beside-big adds a level where one more client sends a big request
+(64 texts x 1,500 characters) again and again while the clients measure their short ones: what a
+short request pays for sharing the service with a big one. The client is a small asyncio HTTP/1.1 writer/reader rather than httpx so
 that on a 2-core machine the load generator takes as little CPU from the server as possible.
 Traffic goes to loopback only and every level is bounded by --duration (and --max-requests).
 """
@@ -30,6 +36,37 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TEXT = "少先队员因该为老人让坐。"
+SHARED_DATA = Path(os.environ.get("CSC_SHARED_DATA", ROOT.parent / "shared" / "data"))
+SIGHAN_15_TEST = Path("csc") / "sighan" / "test2015.tsv"  # label, source, target per line
+# Used when the shared data is not there: everyday sentences, some with a typical error.
+BUILT_IN_SENTENCES = (
+    "少先队员因该为老人让坐。",
+    "今天天气很好，我们一起去公园散步。",
+    "下个星期，我跟我朋唷打算去法国玩儿。",
+    "我听说，你找到新工作，我很高兴。",
+    "他的作业做得很认真，老师表扬了他。",
+    "在这个时候，我们应该想办法解决问题，而不是抱怨。",
+    "北京是中国的首都。",
+    "我在2024年用iPhone打电话给Tom，他说应该没问题。",
+)
+BIG_TEXTS, BIG_CHARS = 64, 1500  # the big request: 96,000 characters, inside the default budget
+
+
+def real_sentences(limit: int = 1000) -> tuple[list[str], str]:
+    """(sentences, where from): SIGHAN-15 test sources from the shared data, else the built-in ones."""
+    path = SHARED_DATA / SIGHAN_15_TEST
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return list(BUILT_IN_SENTENCES), "built-in sentences (no shared data)"
+    sentences = [cols[1] for line in lines if len(cols := line.split("\t")) >= 2 and cols[1].strip()]
+    return (sentences[:limit], str(path)) if sentences else (list(BUILT_IN_SENTENCES), "built-in sentences")
+
+
+def big_payload(sentences: list[str]) -> bytes:
+    text = "".join(sentences)
+    text = (text * (BIG_CHARS // max(1, len(text)) + 1))[:BIG_CHARS]
+    return json.dumps({"texts": [text] * BIG_TEXTS}, ensure_ascii=False).encode()
 
 
 @dataclass
@@ -43,6 +80,7 @@ class LevelResult:
     p50_ms: float
     p99_ms: float
     mean_batch_requests: float | None  # from /metrics: HTTP requests per corrector call
+    big_requests: int | None = None  # beside-big levels: big requests answered meanwhile
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -97,9 +135,11 @@ class Connection:
         self.reader = self.writer = None
 
 
-async def run_level(url: str, payload: bytes, clients: int, duration: float, warmup: float,
-                    max_requests: int) -> tuple[list[float], int, float]:
-    """Latencies (s) of successful requests, error count and measured seconds for one level."""
+async def run_level(url: str, payloads: list[bytes], clients: int, duration: float, warmup: float,
+                    max_requests: int, big: bytes | None = None) -> tuple[list[float], int, float, int]:
+    """Latencies (s) of successful requests, error count, measured seconds and big requests
+    answered for one level. Client k sends payloads[k], payloads[k + clients], ... in turn; with
+    `big`, one more client sends that, unmeasured, until the level ends."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     latencies: list[float] = []
@@ -108,11 +148,30 @@ async def run_level(url: str, payload: bytes, clients: int, duration: float, war
     measure_from = loop.time() + warmup
     stop_at = measure_from + duration
 
-    async def client() -> None:
-        nonlocal errors
+    big_done = 0
+
+    async def big_client() -> None:
+        nonlocal big_done
         conn = Connection(host, port)
         try:
+            while loop.time() < stop_at:
+                try:
+                    status, _ = await asyncio.wait_for(conn.post("/correct", big), timeout=120)
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+                    status = 0
+                    await conn.close()
+                big_done += status == 200
+        finally:
+            await conn.close()
+
+    async def client(k: int) -> None:
+        nonlocal errors
+        conn = Connection(host, port)
+        turn = k
+        try:
             while loop.time() < stop_at and len(latencies) < max_requests:
+                payload = payloads[turn % len(payloads)]
+                turn += clients
                 start = time.perf_counter()
                 try:
                     status, _ = await asyncio.wait_for(conn.post("/correct", payload), timeout=30)
@@ -129,9 +188,14 @@ async def run_level(url: str, payload: bytes, clients: int, duration: float, war
         finally:
             await conn.close()
 
-    await asyncio.gather(*(client() for _ in range(clients)))
+    extra = [big_client()] if big is not None else []
+    tasks = [asyncio.ensure_future(c) for c in (*extra, *(client(k) for k in range(clients)))]
+    await asyncio.gather(*tasks[len(extra):])
     measured = min(loop.time(), stop_at) - measure_from
-    return latencies, errors, measured
+    if extra:  # the big request in flight is not waited for: the level is over
+        tasks[0].cancel()
+        await asyncio.gather(tasks[0], return_exceptions=True)
+    return latencies, errors, measured, big_done
 
 
 def http_get(url: str, timeout: float = 5.0) -> str:
@@ -197,13 +261,13 @@ class Server:
         self.log.close()
 
 
-def measure(url: str, mode: str, args: argparse.Namespace) -> list[LevelResult]:
-    payload = json.dumps({"text": args.text}, ensure_ascii=False).encode()
+def measure(url: str, mode: str, args: argparse.Namespace, big: bytes | None = None) -> list[LevelResult]:
+    payloads = [json.dumps({"text": text}, ensure_ascii=False).encode() for text in args.sentences]
     results = []
-    for clients in args.clients:
+    for clients in args.big_clients if big is not None else args.clients:
         before = batch_counters(url)
-        latencies, errors, seconds = asyncio.run(
-            run_level(url, payload, clients, args.duration, args.warmup, args.max_requests)
+        latencies, errors, seconds, big_done = asyncio.run(
+            run_level(url, payloads, clients, args.duration, args.warmup, args.max_requests, big)
         )
         after = batch_counters(url)
         mean_batch = None
@@ -214,10 +278,11 @@ def measure(url: str, mode: str, args: argparse.Namespace) -> list[LevelResult]:
             mode=mode, clients=clients, requests=len(latencies), errors=errors, seconds=round(seconds, 2),
             rps=round(len(latencies) / seconds, 1) if seconds > 0 else 0.0,
             p50_ms=round(percentile(latencies, 50) * 1000, 2), p99_ms=round(percentile(latencies, 99) * 1000, 2),
-            mean_batch_requests=mean_batch,
+            mean_batch_requests=mean_batch, big_requests=big_done if big is not None else None,
         )
         print(f"  {mode:<12} {clients:>3} clients: {result.rps:>8.1f} req/s  p50 {result.p50_ms:>7.2f} ms  "
-              f"p99 {result.p99_ms:>7.2f} ms  errors {errors}  req/call {mean_batch}", flush=True)
+              f"p99 {result.p99_ms:>7.2f} ms  errors {errors}  req/call {mean_batch}"
+              + (f"  big requests answered {big_done}" if big is not None else ""), flush=True)
         results.append(result)
     return results
 
@@ -231,11 +296,12 @@ def build_tiny_model(directory: str) -> str:
 
 
 def report(results: list[LevelResult]) -> str:
-    lines = ["| mode | clients | requests | req/s | p50 ms | p99 ms | errors | requests per forward call |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| mode | clients | requests | req/s | p50 ms | p99 ms | errors | requests per forward call | big requests |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         lines.append(f"| {r.mode} | {r.clients} | {r.requests} | {r.rps} | {r.p50_ms} | {r.p99_ms} | {r.errors} | "
-                     f"{r.mean_batch_requests if r.mean_batch_requests is not None else '-'} |")
+                     f"{r.mean_batch_requests if r.mean_batch_requests is not None else '-'} | "
+                     f"{r.big_requests if r.big_requests is not None else '-'} |")
     by = {(r.mode, r.clients): r for r in results}
     if (on := by.get(("batching", 8))) is not None:
         lines.append(f"\n8 clients, batching: p50 {on.p50_ms} ms (goal <= 20), p99 {on.p99_ms} ms (goal <= 60)")
@@ -257,7 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--duration", type=float, default=5.0, help="measured seconds per level (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each level")
     p.add_argument("--max-requests", type=int, default=100_000, help="cap on requests per level")
-    p.add_argument("--text", default=DEFAULT_TEXT, help="the sentence every request sends")
+    p.add_argument("--text", help="one sentence every request sends (default: a mix of real sentences)")
+    p.add_argument("--beside-big", action="store_true",
+                   help=f"also measure short requests beside a big one ({BIG_TEXTS} texts x {BIG_CHARS} characters, "
+                        "sent again and again by one more client)")
+    p.add_argument("--big-clients", type=int, nargs="+", default=[1, 8],
+                   help="short-request clients of the --beside-big levels (default 1 8)")
     p.add_argument("--startup-timeout", type=float, default=300.0)
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("server_args", nargs="*", help="extra `python -m service` flags after --, e.g. -- --threads 2")
@@ -265,8 +336,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.duration <= 0 or args.duration > 600:
         p.error("--duration must be in (0, 600] seconds")
 
-    print(f"load_service: {os.cpu_count()} CPUs, text {args.text!r}, clients {args.clients}, "
-          f"{args.duration}s per level", flush=True)
+    if args.text:
+        args.sentences, source = [args.text], "--text"
+    else:
+        args.sentences, source = real_sentences()
+    big = big_payload(args.sentences) if args.beside_big else None
+    print(f"load_service: {os.cpu_count()} CPUs, {len(args.sentences)} sentences from {source}, clients "
+          f"{args.clients}, {args.duration}s per level", flush=True)
     results: list[LevelResult] = []
     if args.url:
         url = args.url.rstrip("/")
@@ -274,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
             p.error("--url must be a loopback address")
         health = json.loads(http_get(url + "/health"))
         results = measure(url, "batching" if health.get("batching") else "no-batching", args)
+        if big is not None:
+            results += measure(url, "beside-big", args, big)
     else:
         with tempfile.TemporaryDirectory(prefix="csc-tiny-model-") as scratch:
             model = build_tiny_model(scratch) if args.tiny_model else args.model
@@ -287,6 +365,8 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     server.wait_ready(args.startup_timeout)
                     results += measure(server.url, "batching" if mode == "on" else "no-batching", args)
+                    if big is not None and mode == "on":
+                        results += measure(server.url, "beside-big", args, big)
                 finally:
                     server.stop()
     print()

@@ -8,9 +8,10 @@ its input line's ending (CRLF, LF, or none on a last line without one), so the t
 aligned and differ only where something was corrected. --json prints one JSON object per input
 instead: {"source", "target", "edits"}, one per line.
 
-Lines that are not valid UTF-8 are reported on stderr as FILE:LINE and written as an empty
-line (or {"line": N, "error": ...} with --json); the other lines are still corrected and the
-exit status is 1. Exit status 2: the model or the input file could not be read at all.
+Lines that are not valid UTF-8 are reported on stderr as FILE:LINE and written out unchanged,
+byte for byte (or {"line": N, "error": ...} with --json); the other lines are still corrected
+and the exit status is 1. Exit status 2: the model or the input file could not be read at all,
+or an option is out of range (--threshold outside [0, 1], --max-edits below 0, ...).
 """
 
 from __future__ import annotations
@@ -24,10 +25,39 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .runtime import RUNTIMES
+from .runtime.allocator import release_free_memory
 from .text.script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
 BLOCK_LINES = 1024  # lines corrected per call: enough to sort into well-filled batches
+
+
+def probability(value: str) -> float:
+    """An argparse type: a number in [0, 1] (nan and inf refused: every comparison with nan is
+    false, so --threshold nan accepted every edit)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= number <= 1.0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"{value} is outside [0, 1]")
+    return number
+
+
+def count(minimum: int):
+    """An argparse type: a whole number >= `minimum`."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return number
+
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,11 +68,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="one JSON object per input: source, target, edits")
     parser.add_argument("--model", help="model directory or hub id (default: $CORRECTOR_MODEL or data/model)")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
-    parser.add_argument("--threshold", type=float, help="minimum confidence (0-1) of an edit (default: scorer.json)")
-    parser.add_argument("--detection-threshold", type=float, help="discriminator probability that flags a character")
-    parser.add_argument("--batch-size", type=int, default=32,
+    parser.add_argument("--threshold", type=probability, help="minimum confidence (0-1) of an edit (default: scorer.json)")
+    parser.add_argument("--detection-threshold", type=probability, help="discriminator probability that flags a character")
+    parser.add_argument("--batch-size", type=count(1), default=32,
                         help="sentences per correct_batch call (default: 32): larger batches are faster per sentence")
-    parser.add_argument("--max-edits", type=int, default=None, help="most edits per sentence (default 4)")
+    parser.add_argument("--max-edits", type=count(0), default=None, help="most edits per sentence (default 4)")
     parser.add_argument("--passes", type=int, choices=(1, 2), default=None,
                         help="2 (default, CorrectorConfig.passes): texts with edits are corrected again next to "
                              "their edits; 1: one pass, about half the time for such texts")
@@ -50,8 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--confusion", help="file of extra confusion pairs: 'a b' or 'a:bcd' per line")
     parser.add_argument("--traditional", choices=TRADITIONAL_CHOICES, default="tw",
                         help="traditional-script texts are corrected in simplified form and written back in this "
-                             "variant: tw (Taiwan, default), hk (Hong Kong), t (OpenCC standard); off: as written")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice; 1 on a busy machine)")
+                             "variant: tw (Taiwan, default), hk (Hong Kong), t (OpenCC standard); off: every text as written, "
+                             "so traditional text gets simplified corrections (mixed scripts) and more false edits")
+    parser.add_argument("--threads", type=count(1), help="torch CPU threads (default: torch's choice; 1 on a busy machine)")
     parser.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
                         help="int8 networks (the default on CPU: ~1.4x faster, same F1); --no-quantize for fp32")
     parser.add_argument("--runtime", choices=RUNTIMES, default="auto",
@@ -68,9 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 BOM = b"\xef\xbb\xbf"
 
 
-def read_lines(handle: BinaryIO, name: str) -> Iterator[tuple[int, str | None, str | None, str]]:
-    """(line number, text or None, error or None, line ending) per line of a binary stream, each
-    line decoded on its own as it is read."""
+def read_lines(handle: BinaryIO, name: str) -> Iterator[tuple[int, str | bytes, str | None, str]]:
+    """(line number, text - or its bytes when not UTF-8, error or None, line ending) per line of a
+    binary stream, each line decoded on its own as it is read."""
     for number, raw in enumerate(handle, 1):
         if number == 1 and raw.startswith(BOM):
             raw = raw[len(BOM):]
@@ -80,7 +111,7 @@ def read_lines(handle: BinaryIO, name: str) -> Iterator[tuple[int, str | None, s
             yield number, raw.decode("utf-8"), None, ending.decode()
         except UnicodeDecodeError as err:
             error = f"{name}:{number}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
-            yield number, None, error, ending.decode()
+            yield number, raw, error, ending.decode()
 
 
 def count_lines(path: Path) -> int:
@@ -137,14 +168,19 @@ class LazyCorrector:
         self.args = args
         self.corrector = None
 
-    def correct_batch(self, texts: list[str]):
-        from .result import Result
+    def load_for(self, texts: list[str]) -> bool:
+        """Load the model if `texts` need it; whether it is loaded now."""
         from .text.tokenization import is_cjk
 
-        if not any(is_cjk(ch) for text in texts for ch in text):
-            return [Result.unchanged(t) for t in texts]
-        if self.corrector is None:
+        if self.corrector is None and any(is_cjk(ch) for text in texts for ch in text):
             self.corrector = build_corrector(self.args)
+        return self.corrector is not None
+
+    def correct_batch(self, texts: list[str]):
+        from .result import Result
+
+        if not self.load_for(texts):
+            return [Result.unchanged(t) for t in texts]
         return self.corrector.correct_batch(texts, batch_size=self.args.batch_size, threshold=self.args.threshold)
 
 
@@ -164,22 +200,43 @@ def run_lines(corrector: LazyCorrector, handle: BinaryIO, name: str, out, args: 
     status = EXIT_OK
     lines = read_lines(handle, name)
     with tqdm(total=total, unit="line", disable=args.no_progress, file=sys.stderr) as bar:
+        loaded = False
         while block := list(islice(lines, BLOCK_LINES)):
-            good = [text for _, text, _, _ in block if text is not None]
+            good = [text for _, text, error, _ in block if error is None]
+            if not loaded and hasattr(corrector, "load_for"):
+                # Load the model (seconds) before the bar's clock runs: its rate and time left
+                # are the correction's, not the start-up's.
+                loaded = corrector.load_for(good)
+                if loaded:
+                    bar.reset(total)
+                    bar.update(block[0][0] - 1)  # the lines before this block needed no model
             results = iter(corrector.correct_batch(good))
-            for number, _, error, ending in block:
+            for number, text, error, ending in block:
                 if args.json:
                     ending = "\n"  # JSON lines, whatever the input's line ends
                 if error is not None:
                     print(error, file=sys.stderr)
                     status = EXIT_BAD_LINES
-                    out.write((json.dumps({"line": number, "error": error}, ensure_ascii=False) if args.json else "")
-                              + ending)
+                    if args.json:
+                        out.write(json.dumps({"line": number, "error": error}, ensure_ascii=False) + ending)
+                    else:
+                        write_bytes(out, text + ending.encode())
                 else:
                     out.write(format_result(next(results), args.json, with_edits=False) + ending)
             out.flush()
+            release_free_memory()  # memory stays bounded over a file of any length (allocator.py)
             bar.update(len(block))
     return status
+
+
+def write_bytes(out, data: bytes) -> None:
+    """`data` as it is into a text stream's file (a line that is not UTF-8 passes through)."""
+    binary = getattr(out, "buffer", None)
+    if binary is None:  # e.g. io.StringIO
+        out.write(data.decode("utf-8", "replace"))
+        return
+    out.flush()
+    binary.write(data)
 
 
 def main(argv: list[str] | None = None) -> int:

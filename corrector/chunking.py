@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .text.protection import whitelisted_offsets
+from .text.protection import address_offsets, whitelisted_offsets
 from .text.segmentation import Chunk, split_text
 from .text.tokenization import CharTokenizer, is_cjk
 
@@ -35,7 +35,7 @@ def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Seque
             raise TypeError(f"texts[{t}] is {type(text).__name__}, expected str")
         if not any(is_cjk(ch) for ch in text):
             continue
-        frozen = whitelisted_offsets(text, whitelist)
+        frozen = whitelisted_offsets(text, whitelist) | address_offsets(text)  # URLs, e-mail: kept as written
         if originals is not None and originals[t] != text:
             frozen |= whitelisted_offsets(originals[t], whitelist)
         for chunk in split_text(text, max_positions, overlap):

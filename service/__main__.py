@@ -50,6 +50,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-text-chars", type=int, help="longest accepted text (default 10000)")
     p.add_argument("--max-texts", type=int, help="most texts per request (default 64)")
     p.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 4 MiB)")
+    p.add_argument("--max-request-chars", type=int,
+                   help="cost budget of one request: characters of all its texts together, 413 beyond "
+                        "(default 100000)")
+    p.add_argument("--piece-chars", type=int,
+                   help="texts longer than this are corrected in pieces cut at sentence ends, which share "
+                        "the model with other requests (default 256)")
+    p.add_argument("--turn-chars", type=int,
+                   help="most characters of one request in one corrector call (default 512)")
+    p.add_argument("--body-timeout-s", type=float,
+                   help="seconds a request body may take to arrive, 408 after (default 10)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None,
                    help="skip the warm-up correction at start-up")
     p.add_argument("--log-level", help="uvicorn log level (default info)")

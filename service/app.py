@@ -15,17 +15,19 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from corrector import __version__ as VERSION
 from corrector.runtime.allocator import freeze_startup_objects
+from corrector.runtime.processes import WorkerCrashedError
 
 from .batching import Batcher, QueueFullError, ShuttingDownError, SupportsCorrectBatch
 from .metrics import Metrics, MetricsMiddleware
-from .routes import InputError, router
+from .routes import ClientDisconnected, InputError, RequestTooCostly, router
 from .schemas import ErrorItem, ErrorResponse, sanitize, summarize
 from .settings import Settings
 
@@ -64,7 +66,9 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
         return ProcessCorrector(spec, processes)
 
     import torch
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would fill the service log on every start
     from corrector.pipeline import (  # imported here: tests with a fake never pay for it
         Corrector,
         CorrectorConfig,
@@ -84,11 +88,13 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
 
 
 def corrector_name(obj: object) -> str | None:
-    """A display name for /health: the corrector's `name`, or its model bundle's."""
+    """A display name for /health: the corrector's `name`, or its model bundle's. A local model
+    directory is named by its last component only: an absolute path tells a client how the
+    server's disk is laid out, and nothing it needs."""
     for candidate in (obj, getattr(obj, "bundle", None), getattr(obj, "model", None)):
         name = getattr(candidate, "name", None)
         if isinstance(name, str):
-            return name
+            return Path(name).name if os.path.isabs(name) or os.path.isdir(name) else name
     return type(obj).__name__
 
 
@@ -98,15 +104,19 @@ def error_response(status: int, errors: list[ErrorItem], detail: str | None = No
 
 
 class BodySizeLimitMiddleware:
-    """Refuses request bodies over `max_bytes` with 413 before anything parses them.
+    """Refuses request bodies over `max_bytes` with 413 before anything parses them, bodies that
+    stop arriving for `timeout_s` with 408, and JSON bodies that are not UTF-8 with 400.
 
     Content-Length is checked first; a chunked or lying client is caught while the body streams
-    in, so memory stays bounded either way. The buffered body is replayed to the app.
+    in, so memory stays bounded either way. A client that sends part of a body and then nothing
+    would otherwise hold its connection (and the buffered part) for as long as it likes. The
+    buffered body is replayed to the app.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -119,7 +129,13 @@ class BodySizeLimitMiddleware:
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.timeout_s)
+            except TimeoutError:
+                error = ErrorItem(loc=["body"], type="body_timeout",
+                                  msg=f"no part of the request body arrived for {self.timeout_s:g} s")
+                await error_response(408, [error], headers={"Connection": "close"})(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
@@ -130,13 +146,19 @@ class BodySizeLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        body = b"".join(chunks)
+        if not _is_utf8(body):
+            # json.loads would guess UTF-16 or UTF-32 from the first bytes and accept them.
+            error = ErrorItem(loc=["body"], type="invalid_body", msg="body is not UTF-8; send UTF-8 encoded JSON")
+            await error_response(400, [error])(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)
@@ -148,6 +170,50 @@ class BodySizeLimitMiddleware:
         # Connection: close, so the server does not have to read (and discard) the rest.
         response = error_response(413, [error], headers={"Connection": "close"})
         await response(scope, receive, send)
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class ErrorMiddleware:
+    """Answers any exception the app did not handle with a JSON 500, logged once, and lets the
+    connection live on.
+
+    `add_exception_handler(Exception, ...)` goes to Starlette's ServerErrorMiddleware, which
+    answers and then re-raises: uvicorn logged the traceback a second time and closed the
+    keep-alive connection (4 of 200 follow-up requests on it failed). Here the exception ends.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except ClientDisconnected:
+            return  # nobody to answer; MetricsMiddleware counts it as client_closed
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if started:
+                raise  # half an answer is out: only closing the connection tells the client
+            error = ErrorItem(loc=["server"], type="internal_error", msg="internal error while correcting; see server log")
+            await error_response(500, [error])(scope, receive, send)
 
 
 def _is_json_content_type(request: Request) -> bool:
@@ -195,25 +261,57 @@ def loc_is_body(request: Request) -> bool:
     return request.method == "POST" and request.url.path == "/correct"
 
 
+def _body_parse_problem(cause: BaseException | None) -> str:
+    """What FastAPI's 400 "There was an error parsing the body" was about, in words."""
+    if isinstance(cause, RecursionError):
+        return "JSON body is nested too deeply"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        # Python refuses to convert integers of more than 4300 digits (CVE-2020-10735).
+        return f"a number in the JSON body is too long ({cause})"
+    if isinstance(cause, UnicodeDecodeError):
+        return "body could not be decoded; send UTF-8 encoded JSON"
+    return f"body could not be parsed as JSON ({type(cause).__name__ if cause else 'unknown error'})"
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    # FastAPI raises 400 "There was an error parsing the body" for bodies that are not UTF-8.
+    # FastAPI raises 400 "There was an error parsing the body" for bodies json.loads gives up on
+    # with something other than a JSONDecodeError: too deep, a number too long.
     kind, msg = f"http_{exc.status_code}", sanitize(str(exc.detail))
     if exc.status_code == 400 and loc_is_body(request):
-        kind, msg = "invalid_body", "body could not be decoded; send UTF-8 encoded JSON"
+        kind, msg = "invalid_body", sanitize(_body_parse_problem(exc.__cause__))
     error = ErrorItem(loc=["request"], type=kind, msg=msg)
     return error_response(exc.status_code, [error], headers=getattr(exc, "headers", None))
 
 
 async def _busy(request: Request, exc: Exception) -> JSONResponse:
-    kind = "queue_full" if isinstance(exc, QueueFullError) else "shutting_down"
+    kinds = {QueueFullError: "queue_full", WorkerCrashedError: "worker_restarting"}
+    kind = kinds.get(type(exc), "shutting_down")
+    if kind == "worker_restarting":
+        log.warning("answered 503: %s", exc)
     error = ErrorItem(loc=["server"], type=kind, msg=str(exc))
     return error_response(503, [error], headers={"Retry-After": "1"})
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    error = ErrorItem(loc=["server"], type="internal_error", msg="internal error while correcting; see server log")
-    return error_response(500, [error])
+async def _too_costly(request: Request, exc: RequestTooCostly) -> JSONResponse:
+    return error_response(413, exc.errors)
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """/docs from Swagger UI's files in the `swagger-ui-bundle` package, served here: FastAPI's
+    own page loads them from a CDN and is blank without Internet access."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:  # not installed: FastAPI's CDN page
+        log.info("swagger-ui-bundle is not installed: /docs loads Swagger UI from a CDN")
+        return
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - docs",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
 def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch | None = None) -> FastAPI:
@@ -239,6 +337,9 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
             max_batch_size=settings.max_batch_size,
             max_wait_ms=settings.max_wait_ms,
             max_queue_texts=settings.max_queue_texts,
+            max_queue_chars=settings.max_queue_chars,
+            piece_chars=settings.piece_chars,
+            turn_chars=settings.turn_chars,
             metrics=metrics,
         )
         await batcher.start()
@@ -247,6 +348,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         app.state.runtime = getattr(instance, "runtime", None)
         app.state.processes = getattr(instance, "processes", 0)  # a ProcessCorrector's
         app.state.batcher = batcher
+        app.state.corrector = instance
         metrics.model_info.labels(app.state.model_name or "", VERSION).set(1)
         log.info("model %s ready (%s, %s, %s correction processes, batching=%s)", app.state.model_name,
                  app.state.precision, app.state.runtime, app.state.processes or "no", settings.batching)
@@ -254,6 +356,7 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
             yield
         finally:
             app.state.batcher = None
+            app.state.corrector = None
             await batcher.stop()
             if corrector is None and hasattr(instance, "close"):
                 instance.close()  # the correction processes (ProcessCorrector)
@@ -263,10 +366,12 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         version=VERSION,
         description="Corrects misspelt Chinese characters. See docs/service.md for limits and errors.",
         lifespan=lifespan,
+        docs_url=None,  # _offline_docs
     )
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.batcher = None
+    app.state.corrector = None
     app.state.model_name = None
     app.state.precision = None
     app.state.runtime = None
@@ -274,16 +379,20 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    _offline_docs(app)
 
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(QueueFullError, _busy)
     app.add_exception_handler(ShuttingDownError, _busy)
-    app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(WorkerCrashedError, _busy)
+    app.add_exception_handler(RequestTooCostly, _too_costly)
 
     # Added last = outermost: metrics also count the 413s the size limit produces.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ErrorMiddleware)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       timeout_s=settings.body_timeout_s)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 

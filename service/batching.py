@@ -15,7 +15,15 @@ So requests already queued before the previous batch ended count as a second gro
 then also waits for the clients just answered, at most `max_wait_ms` after that batch ended,
 and the two groups merge into one.
 
-The collected submissions are grouped by threshold (a corrector call has one threshold) and each
+Fairness: a text longer than `piece_chars` is cut at sentence ends into pieces (service/pieces.py),
+and a batch takes pieces round-robin from every waiting submission, up to `max_batch_size` pieces
+in all and `turn_chars` characters from any one submission (its turn; one piece at least). A big
+request (64 texts x 10,000 characters: ~100 s of one core) therefore runs as a string of short
+calls, and a short request that arrives meanwhile rides in the next one instead of waiting for
+all of it, while many short requests still share one call as before. A submission whose client
+has gone away (its future cancelled) is dropped before its next piece runs.
+
+The collected pieces are grouped by threshold (a corrector call has one threshold) and each
 group is one `correct_batch` call on a single inference thread, so torch gets the cores and the
 event loop stays free to accept and parse the next requests.
 """
@@ -25,14 +33,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from corrector.result import Result
+from corrector.runtime.processes import WorkerCrashedError
 
 from .metrics import Metrics
+from .pieces import join_results, split_into_pieces
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +68,35 @@ class _Submission:
     texts: list[str]
     threshold: float | None
     future: asyncio.Future[list[Result]]
+    piece_chars: int
     enqueued: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self) -> None:
+        # (text index, offset in that text, piece): what the corrector gets, in order.
+        self.pieces = [(t, offset, piece) for t, text in enumerate(self.texts)
+                       for offset, piece in split_into_pieces(text, self.piece_chars)]
+        self.results: list[Result | None] = [None] * len(self.pieces)
+        self.next_piece = 0  # the first piece not yet handed to a batch
+        self.unanswered = len(self.pieces)
+
+    @property
+    def waiting(self) -> int:
+        """Pieces not yet handed to a batch."""
+        return len(self.pieces) - self.next_piece
+
+    def answer(self, index: int, result: Result) -> None:
+        self.results[index] = result
+        self.unanswered -= 1
+        if self.unanswered == 0 and not self.future.done():
+            self.future.set_result(join_results(self.texts, self.pieces, self.results))
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+# One piece of one submission, as it goes into a batch.
+_Unit = tuple[_Submission, int]
 
 
 class Batcher:
@@ -71,6 +110,9 @@ class Batcher:
         max_batch_size: int = 32,
         max_wait_ms: float = 10.0,
         max_queue_texts: int = 2048,
+        max_queue_chars: int | None = None,
+        piece_chars: int = 256,
+        turn_chars: int = 512,
         metrics: Metrics | None = None,
     ) -> None:
         self.corrector = corrector
@@ -78,12 +120,17 @@ class Batcher:
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue_texts = max_queue_texts
+        self.max_queue_chars = max_queue_chars
+        self.piece_chars = piece_chars
+        self.turn_chars = turn_chars
         self.metrics = metrics or Metrics()
         # One thread: torch already uses every core inside a forward pass, and two concurrent
         # passes on 2 cores only fight for them.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csc-inference")
-        self._queue: asyncio.Queue[_Submission] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Submission] = asyncio.Queue()  # arrived, not yet seen by the worker
+        self._active: deque[_Submission] = deque()  # seen, with pieces still to hand out
         self._queued_texts = 0
+        self._queued_chars = 0
         self._expected_texts = 1
         self._last_end = float("-inf")  # when the previous batch's corrector calls ended
         self._worker: asyncio.Task[None] | None = None
@@ -102,36 +149,57 @@ class Batcher:
             except asyncio.CancelledError:
                 pass
             self._worker = None
+        pending = list(self._active)
         while not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if not pending.future.done():
-                pending.future.set_exception(ShuttingDownError("the service is shutting down"))
+            pending.append(self._queue.get_nowait())
+        for submission in pending:
+            submission.fail(ShuttingDownError("the service is shutting down"))
+        self._active.clear()
         self._executor.shutdown(wait=True, cancel_futures=True)
 
+    def _check_room(self, texts: list[str]) -> None:
+        chars = sum(len(t) for t in texts)
+        full = None
+        if self._queued_texts + len(texts) > self.max_queue_texts and self._queued_texts > 0:
+            full = f"{self._queued_texts} texts are already waiting; try again shortly"
+        elif (self.max_queue_chars is not None and self._queued_chars + chars > self.max_queue_chars
+              and self._queued_chars > 0):
+            full = f"{self._queued_chars} characters are already waiting; try again shortly"
+        if full:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise QueueFullError(full)
+
+    def _account(self, texts: int, chars: int) -> None:
+        self._queued_texts += texts
+        self._queued_chars += chars
+        self.metrics.queue_depth.set(self._queued_texts)
+
     async def correct(self, texts: Sequence[str], threshold: float | None = None) -> list[Result]:
-        """Results for `texts`, in order."""
+        """Results for `texts`, in order. Cancelling the caller drops the texts' pieces that have
+        not run yet."""
         texts = list(texts)
         if not texts:
             return []
         if self._closed:
             raise ShuttingDownError("the service is shutting down")
-        if self._queued_texts + len(texts) > self.max_queue_texts and self._queued_texts > 0:
-            self.metrics.rejected.labels("queue_full").inc()
-            raise QueueFullError(f"{self._queued_texts} texts are already waiting; try again shortly")
+        self._check_room(texts)
+        chars = sum(len(t) for t in texts)
         if not self.enabled:
             # Unbatched: every request is its own corrector call, serialized on the one thread.
-            self._queued_texts += len(texts)
-            self.metrics.queue_depth.set(self._queued_texts)
+            self._account(len(texts), chars)
             try:
                 return await self._call(texts, threshold, n_requests=1, enqueued=time.perf_counter())
             finally:
-                self._queued_texts -= len(texts)
-                self.metrics.queue_depth.set(self._queued_texts)
-        submission = _Submission(texts, threshold, asyncio.get_running_loop().create_future())
-        self._queued_texts += len(texts)
-        self.metrics.queue_depth.set(self._queued_texts)
-        await self._queue.put(submission)
-        return await submission.future
+                self._account(-len(texts), -chars)
+        submission = _Submission(texts, threshold, asyncio.get_running_loop().create_future(), self.piece_chars)
+        self._account(len(texts), chars)
+        try:
+            await self._queue.put(submission)
+            return await submission.future
+        finally:
+            if not submission.future.done():
+                submission.future.cancel()  # the caller went away: its pieces are dropped (_take)
+            self._account(-len(texts), -chars)
 
     async def _call(
         self, texts: list[str], threshold: float | None, *, n_requests: int, enqueued: float
@@ -144,46 +212,87 @@ class Batcher:
             return out, start, time.perf_counter()
 
         results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
-        self.metrics.queue_wait.observe(start - enqueued)
+        self.metrics.queue_wait.observe(max(0.0, start - enqueued))
         self.metrics.observe_batch(len(texts), n_requests, end - start)
         if len(results) != len(texts):
             raise RuntimeError(f"corrector returned {len(results)} results for {len(texts)} texts")
         return list(results)
 
-    async def _collect(self) -> list[_Submission]:
-        """The next batch: the oldest submission, everything already queued, and - only when the
-        previous batch suggests more company is coming - whatever joins before the deadline."""
-        first = await self._queue.get()
-        batch, n_texts = [first], len(first.texts)
-        target = deadline = None
-        while n_texts < self.max_batch_size:
+    def _drain_arrivals(self) -> None:
+        while True:
             try:
-                item = self._queue.get_nowait()  # already waiting: free to include
+                self._active.append(self._queue.get_nowait())
             except asyncio.QueueEmpty:
-                if target is None:
-                    target, deadline = self._company_expected(batch)
-                remaining = deadline - time.perf_counter()
-                if n_texts >= target or remaining <= 0:
+                return
+
+    def _waiting_pieces(self) -> int:
+        return sum(s.waiting for s in self._active if not s.future.done())
+
+    async def _collect(self) -> list[_Unit]:
+        """The next batch: pieces of the waiting submissions and - only when the previous batch
+        suggests more company is coming - of whatever joins before the deadline."""
+        self._drain_arrivals()
+        while not any(not s.future.done() for s in self._active):
+            self._active.clear()
+            self._active.append(await self._queue.get())
+            self._drain_arrivals()
+        target = deadline = None
+        while (n_pieces := self._waiting_pieces()) < self.max_batch_size:
+            if target is None:
+                target, deadline = self._company_expected(list(self._active))
+            remaining = deadline - time.perf_counter()
+            if n_pieces >= target or remaining <= 0:
+                break
+            try:
+                item = await asyncio.wait_for(self._queue.get(), remaining)
+            except TimeoutError:
+                break
+            self._active.append(item)
+            self._drain_arrivals()
+        batch = self._take()
+        self._expected_texts = max(1, len(batch))
+        return batch
+
+    def _take(self) -> list[_Unit]:
+        """Pieces round-robin from every live submission, oldest first, up to `max_batch_size`
+        pieces in all and `turn_chars` characters from any one submission (one piece at least).
+        Only a submission's share is capped, not the call's: 32 clients' sentences of ~30
+        characters still go in one call (a cap on the call, 512, halved the batches and the
+        throughput at 32 clients). Submissions whose client went away, and those with nothing
+        left to hand out, leave the rotation."""
+        batch: list[_Unit] = []
+        turns: dict[_Submission, int] = {}  # characters each submission has in this batch
+        progressed = True
+        while progressed and len(batch) < self.max_batch_size:
+            progressed = False
+            for submission in [s for s in self._active if not s.future.done() and s.waiting]:
+                if len(batch) >= self.max_batch_size:
                     break
-                try:
-                    item = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
-                    break
-            batch.append(item)
-            n_texts += len(item.texts)
-        self._expected_texts = max(1, n_texts)
+                piece = submission.pieces[submission.next_piece][2]
+                used = turns.get(submission, 0)
+                if used and used + len(piece) > self.turn_chars:
+                    continue  # its turn in this call is over
+                batch.append((submission, submission.next_piece))
+                submission.next_piece += 1
+                turns[submission] = used + len(piece)
+                progressed = True
+        self._active = deque(s for s in self._active if not s.future.done() and s.waiting)
+        # The next batch starts with the submission after the first one served here, so that
+        # several big requests share the batches too.
+        if len(self._active) > 1 and batch and self._active[0] is batch[0][0]:
+            self._active.rotate(-1)
         return batch
 
     def _company_expected(self, queued: list[_Submission]) -> tuple[int, float]:
-        """(texts to wait for, until when), given what was already queued.
+        """(pieces to wait for, until when), given what was already queued.
 
-        Expect as many texts as the previous batch had: a lone client (previous batch of one) then
+        Expect as many pieces as the previous batch had: a lone client (previous batch of one) then
         never waits, while closed-loop clients that were answered together, and are now sending
         their next requests a few hundred microseconds apart, are gathered again. When some of
-        the queued texts were there before the previous batch ended, they are a second group of
+        the queued pieces were there before the previous batch ended, they are a second group of
         clients (module docstring): wait for the clients just answered as well.
         """
-        carried = sum(len(s.texts) for s in queued if s.enqueued < self._last_end)
+        carried = sum(s.waiting for s in queued if s.enqueued < self._last_end)
         if carried:
             return min(self.max_batch_size, self._expected_texts + carried), self._last_end + self.max_wait
         return min(self.max_batch_size, self._expected_texts), queued[0].enqueued + self.max_wait
@@ -191,14 +300,9 @@ class Batcher:
     async def _run_forever(self) -> None:
         while True:
             batch = await self._collect()
-            n_texts = sum(len(s.texts) for s in batch)
-            self._queued_texts -= n_texts
-            self.metrics.queue_depth.set(self._queued_texts)
-            # A client that went away (cancelled future) costs no model time.
-            live = [s for s in batch if not s.future.done()]
-            groups: dict[float | None, list[_Submission]] = {}
-            for submission in live:
-                groups.setdefault(submission.threshold, []).append(submission)
+            groups: dict[float | None, list[_Unit]] = {}
+            for unit in batch:
+                groups.setdefault(unit[0].threshold, []).append(unit)
             try:
                 for threshold, group in groups.items():
                     await self._run_group(threshold, group)
@@ -207,34 +311,34 @@ class Batcher:
                 # Without this, one unexpected error would end the worker task and every later
                 # request would wait forever.
                 log.exception("micro-batch worker error")
-                for s in live:
-                    if not s.future.done():
-                        s.future.set_exception(exc)
+                for submission, _ in batch:
+                    submission.fail(exc)
 
-    async def _run_group(self, threshold: float | None, group: list[_Submission]) -> None:
-        texts = [text for s in group for text in s.texts]
-        enqueued = min(s.enqueued for s in group)
+    async def _run_group(self, threshold: float | None, group: list[_Unit]) -> None:
+        group = [(s, i) for s, i in group if not s.future.done()]  # e.g. failed in an earlier group
+        if not group:
+            return
+        texts = [s.pieces[i][2] for s, i in group]
+        submissions = list(dict.fromkeys(s for s, _ in group))
+        enqueued = min(s.enqueued for s in submissions)
         try:
-            results = await self._call(texts, threshold, n_requests=len(group), enqueued=enqueued)
+            results = await self._call(texts, threshold, n_requests=len(submissions), enqueued=enqueued)
         except asyncio.CancelledError:
-            for s in group:
-                if not s.future.done():
-                    s.future.set_exception(ShuttingDownError("the service is shutting down"))
+            for s in submissions:
+                s.fail(ShuttingDownError("the service is shutting down"))
             raise
         except Exception as exc:  # noqa: BLE001 - isolate the failure, see below
-            if len(group) == 1:
-                if not group[0].future.done():
-                    group[0].future.set_exception(exc)
+            if len(submissions) == 1 or isinstance(exc, WorkerCrashedError):
+                # A crashed correction process was already retried once (corrector/processes.py):
+                # trying each request again would only repeat it; they get 503s with Retry-After.
+                for s in submissions:
+                    s.fail(exc)
                 return
             # One text that breaks the corrector must not take the other requests of the same
             # micro-batch down with it: retry each submission on its own.
-            log.warning("batch of %d requests failed (%s); retrying one by one", len(group), exc)
-            for s in group:
-                await self._run_group(threshold, [s])
+            log.warning("batch of %d requests failed (%s); retrying one by one", len(submissions), exc)
+            for s in submissions:
+                await self._run_group(threshold, [unit for unit in group if unit[0] is s])
             return
-        offset = 0
-        for s in group:
-            part = results[offset : offset + len(s.texts)]
-            offset += len(s.texts)
-            if not s.future.done():
-                s.future.set_result(part)
+        for (submission, index), result in zip(group, results, strict=True):
+            submission.answer(index, result)

@@ -54,7 +54,7 @@ class Metrics:
             "csc_queue_wait_seconds", "Time a request waited before its corrector call started",
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
-        self.queue_depth = Gauge("csc_queue_texts", "Texts waiting for the corrector", registry=self.registry)
+        self.queue_depth = Gauge("csc_queue_texts", "Texts waiting for or in the corrector", registry=self.registry)
         self.rejected = Counter(
             "csc_rejected_total", "Requests refused before correction, by reason", ["reason"],
             registry=self.registry,
@@ -73,8 +73,17 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+# The status label of a request whose client went away before any answer was sent (nginx's 499):
+# nothing was answered, so it is neither a success nor a server error.
+CLIENT_CLOSED = "client_closed"
+
+
 class MetricsMiddleware:
-    """Counts every HTTP request and times it, including ones rejected by other middleware."""
+    """Counts every HTTP request and times it, including ones rejected by other middleware.
+
+    A request the app raised on before answering counts as 500; one whose client disconnected
+    before an answer started counts as `client_closed`, whatever the app did then.
+    """
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -85,8 +94,16 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"] if scope["path"] in KNOWN_PATHS else "other"
-        status = 500  # what the client sees if the app raises before answering
+        status: int | str | None = None  # None until an answer starts
+        disconnected = False
         start = time.perf_counter()
+
+        async def receive_wrapper() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected = True
+            return message
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -95,7 +112,13 @@ class MetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive_wrapper, send_wrapper)
+        except BaseException:
+            if status is None and not disconnected:
+                status = 500  # what the client sees when the app raises before answering
+            raise
         finally:
+            if status is None:
+                status = CLIENT_CLOSED if disconnected else 500
             self.metrics.latency.labels(path).observe(time.perf_counter() - start)
             self.metrics.requests.labels(path, scope["method"], str(status)).inc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -26,10 +27,13 @@ router = APIRouter()
 
 _ERRORS = {
     400: {"model": ErrorResponse, "description": "Body is not valid JSON (or not UTF-8)."},
-    413: {"model": ErrorResponse, "description": "Body larger than max_body_bytes."},
+    408: {"model": ErrorResponse, "description": "Body did not arrive within body_timeout_s."},
+    413: {"model": ErrorResponse, "description": "Body larger than max_body_bytes, or more characters than "
+                                                 "max_request_chars in all."},
     415: {"model": ErrorResponse, "description": "Body is not application/json."},
     422: {"model": ErrorResponse, "description": "Every problem of the request, with its index."},
-    503: {"model": ErrorResponse, "description": "Queue full or shutting down; retry."},
+    503: {"model": ErrorResponse, "description": "Queue full, a correction process restarting, or shutting "
+                                                 "down; retry after Retry-After seconds."},
 }
 
 
@@ -39,6 +43,40 @@ class InputError(Exception):
     def __init__(self, errors: list[ErrorItem]) -> None:
         super().__init__(f"{len(errors)} input problem(s)")
         self.errors = errors
+
+
+class RequestTooCostly(Exception):
+    """A well-formed request with more characters in all than one request may cost (413)."""
+
+    def __init__(self, errors: list[ErrorItem]) -> None:
+        super().__init__(errors[0].msg)
+        self.errors = errors
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its answer was ready: nothing is sent (app.ErrorMiddleware)."""
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed the connection. The body has been read by then, so
+    the next message the server has for this request is its disconnect."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_disconnected(request: Request, work: asyncio.Future):
+    """`work`'s result, or ClientDisconnected (with `work` cancelled, so the batcher drops its
+    pieces that have not run) as soon as the client goes away."""
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not work.done():
+            work.cancel()
+    if not work.done() or work.cancelled():
+        raise ClientDisconnected()
+    return work.result()
 
 
 def _batcher(request: Request) -> Batcher:
@@ -60,7 +98,14 @@ async def correct(body: CorrectRequest, request: Request) -> dict | list[dict]:
     problems = find_text_problems(body, settings.max_texts, settings.max_text_chars)
     if problems:
         raise InputError(problems)
-    results = await _batcher(request).correct(body.all_texts(), body.threshold)
+    texts = body.all_texts()
+    if (chars := sum(len(t) for t in texts)) > settings.max_request_chars:
+        raise RequestTooCostly([ErrorItem(
+            loc=["body", "texts" if body.is_batch else "text"], type="request_too_costly",
+            msg=f"{chars} characters in all; at most {settings.max_request_chars} per request: send them "
+                "in several requests")])
+    work = asyncio.ensure_future(_batcher(request).correct(texts, body.threshold))
+    results = await _unless_disconnected(request, work)
     elapsed_ms = round((time.perf_counter() - start) * 1000, 3)
     items = [{**result.to_dict(), "elapsed_ms": elapsed_ms} for result in results]
     return items if body.is_batch else items[0]
@@ -70,9 +115,13 @@ async def correct(body: CorrectRequest, request: Request) -> dict | list[dict]:
 async def health(request: Request) -> JSONResponse:
     settings = request.app.state.settings
     ready = request.app.state.batcher is not None
+    processes = request.app.state.processes
+    # Correction processes alive and loaded; fewer than `processes` while dead ones restart.
+    live = getattr(request.app.state.corrector, "ready_processes", processes) if ready else 0
     body = HealthResponse(
-        status="ok" if ready else "unavailable",
+        status=("ok" if live >= processes else "degraded") if ready else "unavailable",
         ready=ready,
+        ready_processes=live,
         model=request.app.state.model_name,
         precision=request.app.state.precision,
         runtime=request.app.state.runtime,
@@ -91,6 +140,6 @@ async def metrics(request: Request) -> Response:
     return Response(payload, media_type=content_type)
 
 
-@router.get("/", include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
 async def index() -> FileResponse:
     return FileResponse(INDEX_HTML, media_type="text/html; charset=utf-8")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, model_validator
 
 # C0/C1 control characters other than tab, newline and carriage return. Those three are normal
 # in pasted multi-line text and are kept byte-for-byte by the tokenizer; the rest are almost
@@ -49,7 +49,8 @@ class CorrectRequest(BaseModel):
     texts: Annotated[list[Any], WithJsonSchema({"type": "array", "items": {"type": "string"}})] | None = Field(
         None, description="Several texts; results come back as a list in the same order."
     )
-    threshold: float | None = Field(
+    # Strict: a JSON number only; true and "0.5" would otherwise be coerced to 1.0 and 0.5.
+    threshold: Annotated[float, Strict()] | None = Field(
         None,
         ge=0.0,
         le=1.0,
@@ -99,12 +100,13 @@ class ErrorResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str  # "ok"; "degraded" while a correction process restarts; "unavailable" (503)
     ready: bool
-    model: str | None
+    model: str | None  # the model directory's name (not its path on the server), or hub id
     precision: str | None = None  # how the networks run: "int8", "bf16" or "fp32"
     runtime: str | None = None  # what runs their encoders: "onnxruntime" or "torch"
     processes: int = 0  # correction processes holding the model (0: this process holds it)
+    ready_processes: int = 0  # of those, alive and loaded now
     version: str
     batching: bool
     max_batch_size: int

@@ -74,8 +74,26 @@ class Settings(BaseSettings):
     # Texts waiting for the model beyond this are refused with 503 instead of queueing forever.
     max_queue_texts: int = Field(2048, ge=1)
 
+    # Fairness (batching.py, pieces.py): texts longer than piece_chars are corrected in pieces cut
+    # at sentence ends, and one corrector call takes pieces round-robin from every waiting request,
+    # at most turn_chars characters from any one request, so a short request waits behind a big
+    # one for about 1.5 such turns. Measured beside a 96,000-character request (2 shared cores,
+    # load ~5), with the cap on the whole call: a short request's p50 300-350 ms at 512 against
+    # 536-635 ms at 1024; the big one alone took 34.5-40.1 s against 30.8-34.4 s (more calls, each
+    # waiting for the slower process's share).
+    piece_chars: int = Field(256, ge=16)
+    turn_chars: int = Field(512, ge=16)
+    # Characters waiting for the model beyond this are refused with 503 (with max_queue_texts).
+    max_queue_chars: int = Field(1_000_000, ge=1)
+
     # Input limits (see docs/service.md, "Bad input").
     max_text_chars: int = Field(10_000, ge=1)
     max_texts: int = Field(64, ge=1)
+    # The cost budget of one request: characters of all its texts together, 413 beyond it.
+    # 100,000 characters take ~8 s of the 2-core machine (~12,000 characters/s with two
+    # correction processes); more belongs in several requests (or the CLI's --input).
+    max_request_chars: int = Field(100_000, ge=1)
+    # Seconds a request body may take to stop arriving (408 after that).
+    body_timeout_s: float = Field(10.0, gt=0, le=3600)
     # Must fit max_texts * max_text_chars of CJK text (3 UTF-8 bytes a character) plus JSON.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)

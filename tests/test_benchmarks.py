@@ -33,3 +33,32 @@ def test_throughput_benchmark_runs_every_variant(tmp_path, tiny_model_dir):
     assert report["precision"] == {"corrector": "int8", "classic": "int8", "corrector-fp32": "fp32",
                                    "corrector-1worker": "int8"}
     assert "speed-up of corrector" in done.stdout
+
+
+def test_load_benchmark_mixes_real_sentences_and_measures_beside_a_big_request(tmp_path, tiny_model_dir):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import load_service
+
+    sentences, source = load_service.real_sentences()
+    assert len(set(sentences)) > 1 and source
+    output = tmp_path / "load.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "load_service.py"), "--model", str(tiny_model_dir),
+               "--modes", "on", "--clients", "2", "--beside-big", "--big-clients", "2", "--duration", "1",
+               "--warmup", "0.2", "--json", str(output)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {r["mode"]: r for r in json.loads(output.read_text(encoding="utf-8"))}
+    assert results["batching"]["requests"] > 0 and results["batching"]["errors"] == 0
+    beside = results["beside-big"]
+    assert beside["requests"] > 0 and beside["errors"] == 0 and beside["big_requests"] is not None
+
+
+def test_startup_benchmark_reports_the_cli_call_and_its_phases(tmp_path, tiny_model_dir):
+    output = tmp_path / "startup.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "startup.py"), "--model", str(tiny_model_dir),
+               "--runs", "1", "--json", str(output)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(output.read_text(encoding="utf-8"))
+    assert figures["cli_median_s"] > 0 and len(figures["cli_seconds"]) == 1
+    assert "import torch" in figures["phases_s"] and "first correction" in figures["phases_s"]

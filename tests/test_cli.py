@@ -53,8 +53,9 @@ def test_file_with_a_bad_line(model, tmp_path, capsys):
     err = capsys.readouterr().err
     assert status != 0
     assert f"{source}:2:" in err and "UTF-8" in err
-    # Every line keeps its own ending: CRLF stays CRLF, a last line without one gets none.
-    assert output.read_bytes().decode() == f"{RIGHT}\n\n今天天气很好\r\n\n最后"
+    # Every line keeps its own ending: CRLF stays CRLF, a last line without one gets none; the bad
+    # line is passed through as it was.
+    assert output.read_bytes() == f"{RIGHT}\n".encode() + b"bad \xff\xfe line\n" + "今天天气很好\r\n\n最后".encode()
 
 
 def test_file_is_streamed_a_block_at_a_time(monkeypatch):

@@ -373,3 +373,19 @@ def test_step_flops_match_six_n_per_token_plus_attention_and_vocabulary():
     attention = 3 * tokens * 4 * 128 * (disc.hidden_size * disc.num_hidden_layers + gen.hidden_size * gen.num_hidden_layers)
     vocabulary = 3 * tokens * 0.15 * 2 * (gen.hidden_size * gen.embedding_size + gen.embedding_size * 21128)
     assert flops == pytest.approx(dense + attention + vocabulary, rel=0.01)
+
+
+def test_two_runs_cannot_write_one_output_at_once(tmp_path: Path, capsys):
+    from filelock import FileLock
+
+    from corrector.pretrain.__main__ import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    with FileLock(out / ".train.lock", timeout=0):  # a run in progress (flock: per open file, as another process)
+        assert main(["train", "--corpus", str(tmp_path / "missing"), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "another `pretrain train` is writing" in err and str(out) in err
+    # Once the first run ends the lock is free: this one gets as far as the (missing) corpus.
+    assert main(["train", "--corpus", str(tmp_path / "missing"), "--output", str(out)]) == 2
+    assert "another" not in capsys.readouterr().err

@@ -71,9 +71,11 @@ def test_a_process_that_dies_is_started_again(pool):
     results = pool.correct_batch(["少先队员因该为老人让坐。"] * 4)
     assert [r.target for r in results] == ["少先队员应该为老人让座。"] * 4
     assert pool._workers[0].process.pid != victim.pid
+    pool.wait_ready(timeout=120)  # started in the background while the other one served
+    assert pool.ready_processes == 2
 
 
-def test_a_process_that_dies_during_a_call_fails_that_call_only(pool, monkeypatch):
+def test_a_process_that_dies_during_a_call_has_its_share_corrected_again(pool, monkeypatch):
     victim = pool._workers[0]
     send = victim.send
 
@@ -82,8 +84,9 @@ def test_a_process_that_dies_during_a_call_fails_that_call_only(pool, monkeypatc
         os.kill(victim.process.pid, signal.SIGKILL)  # while it corrects its share
 
     monkeypatch.setattr(victim, "send", send_then_die)
-    with pytest.raises(RuntimeError, match="exited"):
-        pool.correct_batch(["少先队员因该为老人让坐。"] * 6)
+    # Its share is corrected again by the other process while a new one starts.
+    results = pool.correct_batch(["少先队员因该为老人让坐。"] * 6)
+    assert [r.target for r in results] == ["少先队员应该为老人让座。"] * 6
     # The other process's answer was read too, so the next call gets its own results.
     texts = ["今天天气很好。", "少先队员因该为老人让坐。", "北京是中国的首都。"]
     assert [r.source for r in pool.correct_batch(texts)] == texts

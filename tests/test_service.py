@@ -161,7 +161,10 @@ BAD_JSON_BODIES = [
     ("body-string", '"a"', 422, "model_attributes_type", ["body"]),
     ("threshold-high", '{"text": "a", "threshold": 1.5}', 422, "less_than_equal", ["body", "threshold"]),
     ("threshold-negative", '{"text": "a", "threshold": -0.1}', 422, "greater_than_equal", ["body", "threshold"]),
-    ("threshold-string", '{"text": "a", "threshold": "high"}', 422, "float_parsing", ["body", "threshold"]),
+    ("threshold-string", '{"text": "a", "threshold": "high"}', 422, "float_type", ["body", "threshold"]),
+    # Strict: no coercion of booleans or numeric strings to a threshold.
+    ("threshold-true", '{"text": "a", "threshold": true}', 422, "float_type", ["body", "threshold"]),
+    ("threshold-numeric-string", '{"text": "a", "threshold": "0.5"}', 422, "float_type", ["body", "threshold"]),
     ("threshold-nan", '{"text": "a", "threshold": NaN}', 422, "finite_number", ["body", "threshold"]),
     ("invalid-json", '{"text": ', 400, "json_invalid", ["body"]),
     ("trailing-garbage", '{"text": "a"} xyz', 400, "json_invalid", ["body"]),
@@ -530,7 +533,7 @@ def test_service_with_correction_processes(trained_model_dir):
             pool = app.state.batcher.corrector
             assert pool.processes == 2 and pool.spec.config == {"traditional": "hk", "passes": 1}
             health = client.get("/health").json()
-            assert health["ready"] is True and str(trained_model_dir) in health["model"]
+            assert health["ready"] is True and health["model"] == trained_model_dir.name
             assert health["processes"] == 2
             body = client.post("/correct", json={"texts": ["少先队员因该为老人让坐。", "今天天气很好。"] * 2}).json()
             assert [item["target"] for item in body] == ["少先队员应该为老人让座。", "今天天气很好。"] * 2
@@ -586,7 +589,7 @@ def test_traditional_setting_reaches_the_corrector(tiny_model_dir, monkeypatch):
 
 def test_tiny_model_health_names_the_model(tiny_client, tiny_model_dir):
     body = tiny_client.get("/health").json()
-    assert body["ready"] is True and str(tiny_model_dir) in body["model"]
+    assert body["ready"] is True and body["model"] == tiny_model_dir.name
     assert body["precision"] == "int8"  # the default on CPU
 
 

@@ -204,14 +204,33 @@ def run_particles(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def run_train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from filelock import FileLock, Timeout
+
     from .train import train as run_training
 
     config = config_from_args(PretrainConfig, args)
+    # Two runs writing one --output would interleave their checkpoints and metrics. The lock is
+    # the OS's (flock): a run killed with -9 leaves the file but not the lock. Under
+    # `accelerate launch` only rank 0 takes it; the other ranks are part of the same run.
+    lock = FileLock(Path(args.output) / ".train.lock", timeout=0) if os.environ.get("RANK", "0") == "0" else None
     try:
+        if lock is not None:
+            Path(args.output).mkdir(parents=True, exist_ok=True)
+            lock.acquire()
         run_training(config)
+    except Timeout:
+        print(f"error: another `pretrain train` is writing {args.output} (it holds {lock.lock_file}); "
+              "wait for it to end or choose another --output", file=sys.stderr)
+        return 2
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 

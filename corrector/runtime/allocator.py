@@ -64,6 +64,23 @@ def retain_freed_memory() -> bool:
     return ok
 
 
+def release_free_memory() -> bool:
+    """Give the heap's free memory back to the OS now (glibc `malloc_trim`); False elsewhere.
+
+    For a long run over varied input (the CLI's `--input`, between blocks): with
+    `retain_freed_memory` the heap never shrinks, and texts of new lengths leave free pieces
+    that later allocations do not fit, so the process grew block after block with the same
+    Python objects (~402,000) throughout. Measured on SIGHAN's sentences twice over, 19 blocks of
+    1,024 lines: 870 -> 1,106 MB; with this after each block 780 -> 806 MB.
+    Within a block the retained memory still serves every batch."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return bool(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 def freeze_startup_objects() -> int:
     """Collect garbage once, then exempt every surviving object from later collections
     (process-wide; for a server after its model is loaded and warmed up). Returns how many

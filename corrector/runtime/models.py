@@ -61,6 +61,16 @@ def default_model_path() -> str:
     return os.environ.get(MODEL_ENV_VAR) or str(DEFAULT_MODEL_DIR)
 
 
+def locate_model(path_or_id: str) -> str:
+    """`path_or_id`, or - when it is a relative path that does not exist from here but does
+    from the project root, such as the documented `data/model` in a script run from another
+    directory - that directory under the project root."""
+    path = Path(path_or_id)
+    if not path.is_absolute() and not path.exists() and (PROJECT_ROOT / path).is_dir():
+        return str(PROJECT_ROOT / path)
+    return path_or_id
+
+
 @dataclass
 class ModelPaths:
     discriminator: str
@@ -95,8 +105,9 @@ def resolve_model_paths(path_or_id: str) -> ModelPaths:
             "sub-directories, or a discriminator directory/hub id whose name contains 'discriminator'"
         )
     raise ValueError(
-        f"cannot tell discriminator and generator apart in hub id {path_or_id!r}; "
-        "pass the discriminator id (e.g. hfl/chinese-electra-180g-small-discriminator)"
+        f"{path_or_id!r} is no model directory (there is none at {root.absolute()}), and as a hub id it does "
+        "not say which is the discriminator: pass a model directory, or the discriminator's hub id "
+        "(e.g. hfl/chinese-electra-180g-small-discriminator)"
     )
 
 
@@ -189,7 +200,7 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
     batch allocates the same activations again, and on CPU that made batched correction ~25%
     faster (104 vs 84 sentences/s at batch 32)."""
     retain_freed_memory()
-    path_or_id = str(path_or_id or default_model_path())
+    path_or_id = locate_model(str(path_or_id or default_model_path()))
     paths = resolve_model_paths(path_or_id)
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():

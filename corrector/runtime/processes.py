@@ -77,7 +77,10 @@ def _serve(conn: Connection, spec: CorrectorSpec) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import torch
+        from transformers.utils import logging as hf_logging
 
+        # Loading bars, one set per process and restart, would only fill the caller's log.
+        hf_logging.disable_progress_bar()
         torch.set_num_threads(1)  # one core per process: no OpenMP team to spin against the others
         corrector = spec.build()
         if spec.warmup:
@@ -114,19 +117,32 @@ def _picklable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
+class WorkerCrashedError(RuntimeError):
+    """A correction process died while correcting and the texts could not be corrected again
+    at once (no other process ready): retry shortly, the dead ones are being restarted."""
+
+
 class _Worker:
     def __init__(self, context: multiprocessing.context.SpawnContext, spec: CorrectorSpec, index: int) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child, spec), name=f"corrector-{index}", daemon=True)
         self.process.start()
         child.close()  # ours is closed in the child; the pipe breaks when the child dies
+        self.info: dict | None = None  # its "ready" message, once received
 
     def ready(self, timeout: float | None) -> dict:
         if not self.conn.poll(timeout):
             self.process.kill()  # still loading: nothing to finish, and it reads no message until done
             self.stop()
             raise RuntimeError(f"correction process did not start within {timeout:g} s")
-        return self.receive()
+        self.info = self.receive()
+        return self.info
+
+    def poll_ready(self) -> bool:
+        """Whether it has said ready (without waiting); a start-up error or death raises."""
+        if self.info is None and self.conn.poll(0):
+            self.info = self.receive()
+        return self.info is not None
 
     def send(self, texts: list[str], threshold: float | None) -> None:
         self.conn.send((texts, threshold))
@@ -137,8 +153,8 @@ class _Worker:
             status, value = self.conn.recv()
         except (EOFError, OSError):
             self.process.join(timeout=5)
-            raise RuntimeError(f"correction process {self.process.name} exited "
-                               f"(exit code {self.process.exitcode})") from None
+            raise WorkerCrashedError(f"correction process {self.process.name} exited "
+                                     f"(exit code {self.process.exitcode})") from None
         if status == "error":
             raise value
         return value
@@ -183,9 +199,11 @@ def shares(texts: Sequence[str], parts: int) -> list[tuple[int, int]]:
 class ProcessCorrector:
     """`correct` / `correct_batch` like a `Corrector`, run in `processes` worker processes.
 
-    A call's texts are cut into contiguous runs of about equal length, one per process, and the
-    results come back in order. Calls are serialised (one at a time over the pool); a process
-    that dies fails the call that was using it and is started again on the next call. `close()`
+    A call's texts are cut into contiguous runs of about equal length, one per ready process, and
+    the results come back in order. Calls are serialised (one at a time over the pool); a process
+    that dies is replaced at once, in the background (several at once in parallel), and the texts
+    it held are corrected again on the processes that are ready (`WorkerCrashedError` when none
+    is). `close()`
     (or `with`) stops the processes; without it they are stopped when this interpreter exits.
     """
 
@@ -220,43 +238,114 @@ class ProcessCorrector:
 
     def correct_batch(self, texts: Sequence[str], batch_size: int | None = None,
                       threshold: float | None = None) -> list[Result]:
-        """Like `Corrector.correct_batch` (`batch_size` is each process's own, from its config)."""
+        """Like `Corrector.correct_batch` (`batch_size` is each process's own, from its config).
+
+        A process that dies during the call is replaced (started in the background) and its
+        share is corrected once more on the processes that are ready; when none is, or the retry
+        fails the same way, `WorkerCrashedError` says to come back shortly."""
         texts = list(texts)
         if not texts:
             return []
         with self._lock:
             if not self._finalizer.still_active():
                 raise RuntimeError("this ProcessCorrector is closed")
-            self._restart_dead()
-            runs = shares(texts, len(self._workers))
-            busy = []
-            try:
-                for worker, (start, end) in zip(self._workers, runs, strict=False):
-                    worker.send(texts[start:end], threshold)
-                    busy.append(worker)
-            finally:
-                # Every process that got texts answers, even when another one failed: a pipe with
-                # an unread answer would hand it to the next call.
-                results: list[Result] = []
-                error: BaseException | None = None
-                for worker in busy:
-                    try:
-                        results.extend(worker.receive())
-                    except BaseException as exc:  # noqa: BLE001 - the first error is raised below
-                        error = error or exc
-            if error is not None:
-                raise error
+            results, failed = self._run_on_ready(texts, threshold)
+            if failed:
+                log.warning("a correction process died during a call; correcting its %d texts again",
+                            sum(end - start for start, end in failed))
+                for start, end in failed:
+                    again, still = self._run_on_ready(texts[start:end], threshold)
+                    if still:
+                        raise WorkerCrashedError("correction processes died twice during one call; "
+                                                 "they are being restarted")
+                    for k, result in enumerate(again):
+                        results[start + k] = result
             return results
 
-    def _restart_dead(self) -> None:
+    def _run_on_ready(self, texts: list[str], threshold: float | None) -> tuple[list, list[tuple[int, int]]]:
+        """(results, failed runs): `texts` shared among the ready processes; a run whose process
+        died is in `failed` (its results None) and the process is being replaced. Any other
+        error of a process is raised once every busy process has answered."""
+        workers = self._ready_workers()
+        runs = shares(texts, len(workers))
+        results: list = [None] * len(texts)
+        failed: list[tuple[int, int]] = []
+        busy = []
+        error: BaseException | None = None
+        try:
+            for worker, run in zip(workers, runs, strict=False):
+                try:
+                    worker.send(texts[run[0]:run[1]], threshold)
+                except (OSError, ValueError):  # its pipe broke: it died since the check
+                    failed.append(run)
+                    continue
+                busy.append((worker, run))
+        finally:
+            # Every process that got texts answers, even when another one failed: a pipe with
+            # an unread answer would hand it to the next call.
+            for worker, (start, end) in busy:
+                try:
+                    results[start:end] = worker.receive()
+                except WorkerCrashedError:
+                    failed.append((start, end))
+                except BaseException as exc:  # noqa: BLE001 - the first error is raised below
+                    error = error or exc
+        if failed:
+            self._replace_dead()
+        if error is not None:
+            raise error
+        return results, failed
+
+    def _ready_workers(self) -> list[_Worker]:
+        """The processes ready to correct; dead ones are replaced first. Raises
+        WorkerCrashedError when none is ready (all are starting)."""
+        self._replace_dead()
+        ready = []
+        for k, worker in enumerate(self._workers):
+            try:
+                if worker.poll_ready():
+                    ready.append(worker)
+            except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
+                log.error("correction process %s failed to start: %s", worker.process.name, exc)
+                worker.stop()
+                self._workers[k] = _Worker(self._context, self.spec, k)
+        if not ready:
+            raise WorkerCrashedError("no correction process is ready (restarting); try again shortly")
+        return ready
+
+    def _replace_dead(self) -> None:
+        """Start a new process for every dead one, all at once, without waiting for them: the
+        live ones serve meanwhile (`ready_processes` counts them)."""
         for k, worker in enumerate(self._workers):
             if not worker.alive:
                 log.warning("correction process %s is gone (exit code %s); starting a new one",
                             worker.process.name, worker.process.exitcode)
                 worker.stop()
-                fresh = _Worker(self._context, self.spec, k)
-                fresh.ready(self._start_timeout)
-                self._workers[k] = fresh
+                self._workers[k] = _Worker(self._context, self.spec, k)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every process is loaded, e.g. the replacements of dead ones."""
+        with self._lock:
+            self._replace_dead()
+            for worker in self._workers:
+                if worker.info is None:
+                    worker.ready(timeout)
+
+    @property
+    def ready_processes(self) -> int:
+        """Processes alive and loaded now (less than `processes` while some restart). Notices a
+        replacement that has finished loading even between calls, unless a call holds the pool
+        (which notices it itself)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                for worker in self._workers:
+                    try:
+                        worker.poll_ready()
+                    except BaseException:  # noqa: BLE001 - died while starting: the next call replaces it
+                        pass
+            finally:
+                self._lock.release()
+        return sum(1 for w in list(self._workers) if w.info is not None and w.process.is_alive())
 
     def close(self) -> None:
         with self._lock:  # not while a call is using the pipes

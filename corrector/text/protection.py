@@ -7,6 +7,8 @@
   outright. Single-character tokens do not count (jieba tags many lone characters ns/nr), and
   by default the dictionary alone is used (HMM off): the HMM happily tags a typo such as 坤难
   as a place name, which would protect exactly the errors we want to fix.
+* Addresses: every character of a URL or e-mail address is frozen, so Chinese inside one (a path,
+  an internationalised domain: https://example.com/因该, test@因该.com) is kept as written.
 * Word plausibility: the log-frequency of the most frequent jieba dictionary word (2-4 chars)
   covering a position, for the original character and for a candidate.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +61,21 @@ def whitelisted_offsets(text: str, terms: Iterable[str]) -> set[int]:
             frozen.update(range(start, start + len(term)))
             start = text.find(term, start + 1)
     return frozen
+
+
+# A URL runs from its scheme (or "www.") to the first space, quote, bracket or Chinese punctuation
+# mark; an e-mail address is ASCII before the @ (Chinese right before it is prose, 联系test@…)
+# and a domain of any script that ends in a Latin top-level domain.
+ADDRESS = re.compile(
+    r"(?:(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://|(?<![a-z0-9.])www\.)[^\s<>\"'，。！？；：、（）《》【】「」“”‘’]+"
+    r"|[a-z0-9._%+-]+@(?:[\w-]+\.)+[a-z]{2,}",
+    re.IGNORECASE,
+)
+
+
+def address_offsets(text: str) -> set[int]:
+    """Offsets of every character of every URL and e-mail address in text."""
+    return {i for match in ADDRESS.finditer(text) for i in range(match.start(), match.end())}
 
 
 def proper_noun_offsets(text: str, hmm: bool = False) -> set[int]:
