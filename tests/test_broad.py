@@ -236,3 +236,22 @@ def test_evaluator_mean_is_the_macro_average_over_sets_with_errors(tmp_path: Pat
     assert "the macro average" in summary
     errors_row = next(line for line in summary.splitlines() if line.startswith("errors"))
     assert mean.split()[2:8] == errors_row.split()[2:8]  # the clean set's 0 F1 is not averaged in
+
+
+def test_load_pair_keeps_halves_with_different_embeddings_apart(tiny_model_dir: Path, tmp_path: Path):
+    """A discriminator and a generator from two fine-tunes (as the release pairs them) load as they
+    were saved; halves saved with one shared table are tied again."""
+    import shutil
+
+    from corrector.pretrain.modeling import load_pair
+
+    discriminator, generator, _ = load_pair(str(tiny_model_dir))
+    assert generator.electra.embeddings.word_embeddings is discriminator.electra.embeddings.word_embeddings
+    shutil.copytree(tiny_model_dir, tmp_path / "pair")
+    with torch.no_grad():
+        generator.electra.embeddings.word_embeddings = torch.nn.Embedding.from_pretrained(
+            discriminator.electra.embeddings.word_embeddings.weight + 1.0, freeze=False)
+    generator.save_pretrained(tmp_path / "pair" / "generator")
+    again_disc, again_gen, _ = load_pair(str(tmp_path / "pair"))
+    table = again_gen.electra.embeddings.word_embeddings.weight
+    assert torch.allclose(table, again_disc.electra.embeddings.word_embeddings.weight + 1.0)

@@ -146,11 +146,15 @@ def count_parameters(module: nn.Module) -> int:
 
 def load_pair(path_or_id: str) -> tuple[ElectraForPreTraining, ElectraForMaskedLM, str]:
     """(discriminator, generator, tokenizer dir) of an existing model, embeddings re-tied where
-    the shapes allow (separately saved halves load as copies), SDPA attention."""
+    they were tied when saved (separately saved halves load as equal copies), SDPA attention.
+    Halves with different embeddings (a discriminator and a generator from two fine-tunes, as the
+    release pairs them) stay as they are: tying would overwrite the generator's."""
     from ..runtime.models import load_halves, resolve_model_paths
 
     paths = resolve_model_paths(path_or_id)
     discriminator, generator = load_halves(paths)
-    if discriminator.config.embedding_size == generator.config.embedding_size:
+    ours = discriminator.electra.embeddings.word_embeddings.weight
+    theirs = generator.electra.embeddings.word_embeddings.weight
+    if ours.shape == theirs.shape and torch.equal(ours, theirs):
         tie_embeddings(discriminator, generator)
     return discriminator, generator, paths.tokenizer
