@@ -95,15 +95,18 @@ def test_homophone_words_replace_whole_words(confusion):
 
 
 def test_homophone_word_kind_off_makes_character_errors_only(confusion):
-    """Weight 0 for the homophone-word kind: character substitutions only, and a 4-weight config
-    (from before the kind existed) is refused rather than misread. (That weight 0 draws the very
-    pairs of the earlier code was checked against it on 2,000 corpus sentences.)"""
+    """Weight 0 for the homophone-word kind: character substitutions only; a config of fewer
+    weights (from before later kinds existed) gives those kinds 0, one of too many is refused.
+    (That weight 0 draws the very pairs of the earlier code was checked against it on 2,000
+    corpus sentences.)"""
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(seed=5, kind_weights=(0.6, 0.15, 0.2, 0.05, 0)))
     pairs = [synthesizer.corrupt(s) for s in CLEAN * 20]
     assert synthesizer.stats.substitutions["homophone_word"] == 0
     assert sum(p != s for p, s in zip(pairs, CLEAN * 20, strict=True)) > 50
-    with pytest.raises(ValueError, match="5 weights"):
-        ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=(0.6, 0.15, 0.2, 0.05)))
+    shorter = ErrorSynthesizer(confusion, config=SynthConfig(seed=5, kind_weights=(0.6, 0.15, 0.2, 0.05)))
+    assert [shorter.corrupt(s) for s in CLEAN * 20] == pairs
+    with pytest.raises(ValueError, match=f"at most {len(KINDS)} weights"):
+        ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=(0.1,) * (len(KINDS) + 1)))
 
 
 def test_reservoir_sample_and_tsv(tmp_path: Path):

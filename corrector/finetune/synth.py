@@ -130,8 +130,11 @@ class ErrorSynthesizer:
         words a homophone substitution may write (default: jieba's dictionary)."""
         self.confusion = confusion
         self.config = config or SynthConfig()
-        if len(self.config.kind_weights) != len(KINDS):
-            raise ValueError(f"kind_weights needs {len(KINDS)} weights ({', '.join(KINDS)})")
+        weights = tuple(self.config.kind_weights)
+        if len(weights) > len(KINDS):
+            raise ValueError(f"kind_weights takes at most {len(KINDS)} weights ({', '.join(KINDS)})")
+        # Kinds added later weigh 0 when not given: older weight tuples make the same pairs.
+        self.config.kind_weights = weights + (0.0,) * (len(KINDS) - len(weights))
         if self.config.kind_weights[KINDS.index("real_pair")] > 0 and error_model is None:
             raise ValueError("the real_pair kind needs an error model (--error-model FILE…)")
         self.error_model = error_model
