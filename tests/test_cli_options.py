@@ -122,15 +122,16 @@ def test_progress_clock_starts_after_the_model_is_loaded(monkeypatch):
 # --- 8. the ProcessCorrector snippet of the docs, pasted into a script, run from elsewhere ------
 
 
-def _documented_snippet() -> str:
-    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+def _documented_snippet(document: str) -> str:
+    text = (ROOT / document).read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     return next(block for block in blocks if "ProcessCorrector(" in block)
 
 
 @pytest.mark.skipif(not SHIPPED, reason="the shipped model is not in data/model")
-def test_process_corrector_snippet_runs_as_a_script_from_another_directory(tmp_path):
-    snippet = _documented_snippet()
+@pytest.mark.parametrize("document", ["README.md", "docs/service.md"])
+def test_process_corrector_snippet_runs_as_a_script_from_another_directory(tmp_path, document):
+    snippet = _documented_snippet(document)
     assert 'if __name__ == "__main__":' in snippet and 'CorrectorSpec("data/model")' in snippet
     script = tmp_path / "fix.py"
     script.write_text(snippet, encoding="utf-8")
