@@ -61,6 +61,12 @@ BROAD_HELP = ("a `finetune broad` folder: choose by the macro F1 of its dev part
 MAX_FPR_HELP = "the share of the clean part's sentences the operating point may change (default: %(default)s)"
 
 
+def _add_broad_options(parser: argparse.ArgumentParser, broad_help: str) -> None:
+    """--broad and --max-clean-fpr, which calibrate and heldout share."""
+    parser.add_argument("--broad", default=None, metavar="DIR", help=broad_help)
+    parser.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
+
+
 def margin_value(text: str) -> float | None:
     """A --margin-grid or --context-flag-rates entry: a number, or 'off' (no such flags)."""
     return None if text.lower() == "off" else float(text)
@@ -163,8 +169,7 @@ def _add_calibrate_command(commands) -> None:
                           "scorer on them; the corrector then proposes them with this scorer")
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
-    cal.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP)
-    cal.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
+    _add_broad_options(cal, BROAD_HELP)
 
 
 def _add_heldout_command(commands) -> None:
@@ -187,8 +192,7 @@ def _add_heldout_command(commands) -> None:
     held.add_argument("--part", nargs="+", action="append", default=[], metavar=("NAME", "TRAIN"),
                       help="NAME TRAIN...: also score each half on its dev pairs drawn from these training sets "
                            "(and their correct sides), e.g. --part sighan <SIGHAN's training sets>; repeatable")
-    held.add_argument("--broad", default=None, metavar="DIR", help=BROAD_HELP + " (adds its parts to --part)")
-    held.add_argument("--max-clean-fpr", type=float, default=MAX_CLEAN_FPR, help=MAX_FPR_HELP)
+    _add_broad_options(held, BROAD_HELP + " (adds its parts to --part)")
     held.add_argument("--json", default=None, help="write every half's figures to this JSON file")
 
 
