@@ -1,4 +1,4 @@
-"""The ONNX Runtime encoder (corrector/onnx_encoder.py): the int8 network's outputs, each row
+"""The ONNX Runtime encoder (corrector/runtime/onnx_encoder.py): the int8 network's outputs, each row
 computed alone (so exactly the same in any batch), and the runtime choice of the Corrector."""
 
 import copy
@@ -6,8 +6,8 @@ import copy
 import pytest
 import torch
 
-from corrector import onnx_encoder
 from corrector.pipeline import Corrector
+from corrector.runtime import onnx_encoder
 from corrector.runtime.models import load_model
 from corrector.runtime.onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
 from corrector.runtime.quantization import int8_copy, is_int8

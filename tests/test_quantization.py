@@ -1,4 +1,4 @@
-"""The int8 layers (corrector/quantization.py): close to fp32, independent of batch company; and
+"""The int8 layers (corrector/runtime/int8.py, quantization.py): close to fp32, independent of batch company; and
 the lean encoder that runs them (corrector/lean_encoder.py): the int8 transformers network's outputs.
 The tiny discriminator has an embedding projection (embeddings 32, hidden 64), the generator none."""
 
@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from corrector import quantization
 from corrector.pipeline import Corrector
+from corrector.runtime import int8
 from corrector.runtime.lean_encoder import LeanElectraEncoder, lean_encoder_supported
 from corrector.runtime.models import load_model
 from corrector.runtime.quantization import Int8Linear, int8_copy, is_int8
@@ -111,22 +111,22 @@ def test_int8_linear_float_kernel_gives_the_int_kernels_exact_result(monkeypatch
     x = torch.cat([torch.randn(6, in_features), torch.ones(2, in_features)])
     results = {}
     for kernel in ("int", "float"):
-        monkeypatch.setattr(quantization, "int8_kernel", lambda kernel=kernel: kernel)
+        monkeypatch.setattr(int8, "int8_kernel", lambda kernel=kernel: kernel)
         results[kernel] = layer(x)
     assert torch.equal(results["int"], results["float"])
 
 
 def test_int8_kernel_choice_reads_the_environment(monkeypatch):
-    quantization.int8_kernel.cache_clear()
+    int8.int8_kernel.cache_clear()
     try:
         monkeypatch.setenv("CSC_INT8_KERNEL", "float")
-        assert quantization.int8_kernel() == "float"
-        quantization.int8_kernel.cache_clear()
+        assert int8.int8_kernel() == "float"
+        int8.int8_kernel.cache_clear()
         monkeypatch.setenv("CSC_INT8_KERNEL", "fast")
         with pytest.raises(ValueError, match="CSC_INT8_KERNEL must be one of"):
-            quantization.int8_kernel()
-        quantization.int8_kernel.cache_clear()
+            int8.int8_kernel()
+        int8.int8_kernel.cache_clear()
         monkeypatch.delenv("CSC_INT8_KERNEL")
-        assert quantization.int8_kernel() in ("int", "float")  # timed on this machine
+        assert int8.int8_kernel() in ("int", "float")  # timed on this machine
     finally:
-        quantization.int8_kernel.cache_clear()
+        int8.int8_kernel.cache_clear()
