@@ -55,13 +55,16 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model directory (default: the library default, data/model)")
     p.add_argument("--runs", type=int, default=5, help="measured CLI calls (default 5)")
+    p.add_argument("--warmups", type=int, default=1,
+                   help="unmeasured CLI calls first, to warm the file cache (default 1; 0 for a smoke test)")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    cli_call(args.model, env)  # warm-up: file cache, jieba's cache file, .pyc files
+    for _ in range(args.warmups):  # file cache, jieba's cache file, .pyc files
+        cli_call(args.model, env)
     times = [cli_call(args.model, env) for _ in range(args.runs)]
     phases_out = subprocess.run([sys.executable, "-c", PHASES, args.model or "", SENTENCE], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=600)

@@ -56,7 +56,7 @@ def test_load_benchmark_mixes_real_sentences_and_measures_beside_a_big_request(t
 def test_startup_benchmark_reports_the_cli_call_and_its_phases(tmp_path, tiny_model_dir):
     output = tmp_path / "startup.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "startup.py"), "--model", str(tiny_model_dir),
-               "--runs", "1", "--json", str(output)]
+               "--runs", "1", "--warmups", "0", "--json", str(output)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(output.read_text(encoding="utf-8"))

@@ -382,7 +382,7 @@ def run_synth(args: argparse.Namespace) -> int:
     confusion = ConfusionSet.build()
     synthesizer = ErrorSynthesizer(confusion, allowed=allowed, config=config, error_model=error_model)
     held_out = HeldOut(args.exclude)
-    usable = (s for s in iter_sentences(args.corpus, synthesizer) if not held_out.overlaps(s))
+    usable = (s for s in iter_sentences(args.corpus, synthesizer.usable) if not held_out.overlaps(s))
     sentences = reservoir_sample(usable, args.size, random.Random(args.seed))
     if not sentences:
         raise ValueError(f"no usable sentences in {args.corpus}")
@@ -426,10 +426,8 @@ def run_broad(args: argparse.Namespace) -> int:
                          fuzzy_pinyin=True, seed=args.seed)
     synthesizer = ErrorSynthesizer(ConfusionSet.build(), config=config, error_model=ErrorModel.count(real))
     dev = broad.build(shared, synthesizer, seed=args.seed)
-    summary = broad.write(dev, output)
     kept, dropped = broad.write_corpus_without(shared / "corpus", output / "corpus", dev.held_sentences)
-    summary["corpus"] = {"lines_kept": kept, "lines_dropped": dropped}
-    (output / "parts.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    summary = broad.write(dev, output, {"corpus": {"lines_kept": kept, "lines_dropped": dropped}})
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     return 0
 

@@ -29,9 +29,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..pretrain.corpus import CorpusStats, iter_lines, split_sentences
+from ..pretrain.corpus import split_sentences
 from ..splits import HeldOut, load_pairs
-from .synth import usable_sentence, write_pairs
+from .synth import iter_sentences, write_pairs
 from .train import split_dev
 
 # (part, [files under csc/], dev share). The SIGHAN/ECSpell shares and seed are the release's
@@ -65,16 +65,8 @@ class BroadDev:
 
 
 def _domain_sentences(files: list[Path]) -> list[str]:
-    stats = CorpusStats()
-    seen: set[str] = set()
-    sentences = []
-    for line in iter_lines(files, stats):
-        for sentence in split_sentences(line):
-            sentence = sentence.strip()
-            if usable_sentence(sentence) and sentence not in seen:
-                seen.add(sentence)
-                sentences.append(sentence)
-    return sentences
+    """The usable sentences of `files`, each once, in order."""
+    return list(dict.fromkeys(iter_sentences(files)))
 
 
 def particle_error(sentence: str, rng: random.Random) -> str | None:
@@ -143,11 +135,11 @@ def write_corpus_without(shared_corpus: Path, output: Path, held_sentences: set[
     return kept, dropped
 
 
-def write(broad: BroadDev, output: Path) -> dict:
-    """dev/<part>.tsv, dev.tsv (all parts), train/<stem>.tsv and parts.json under `output`."""
+def write(broad: BroadDev, output: Path, extra: dict | None = None) -> dict:
+    """dev/<part>.tsv, dev.tsv (all parts), train/<stem>.tsv and parts.json (with `extra`) under `output`."""
     (output / "dev").mkdir(parents=True, exist_ok=True)
     (output / "train").mkdir(parents=True, exist_ok=True)
-    summary = {"parts": {}, "train": {}}
+    summary = {"parts": {}, "train": {}, **(extra or {})}
     for part, pairs in broad.parts.items():
         write_pairs(output / "dev" / f"{part}.tsv", pairs)
         summary["parts"][part] = {"pairs": len(pairs), "with_errors": sum(s != t for s, t in pairs),

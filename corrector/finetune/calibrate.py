@@ -49,7 +49,7 @@ from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import Scorer, feature_matrix
 from ..splits import HeldOut
-from .operating import MAX_CLEAN_FPR, choose, choose_all, part_membership
+from .operating import MAX_CLEAN_FPR, choose, choose_all
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
 # used as a feature than as a gate (measured on dev, see the model card).
@@ -301,7 +301,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     candidates = flagged_candidates(bundle, sources, fit_config, margins[0] if margins else None,
                                     weights[-1], rates[0] if rates else None, fit_detection_threshold, batch_size)
     labels = candidate_labels(candidates, sources, targets)
-    membership = part_membership(examples, pair_of, n_pairs, parts) if parts else None
+    membership = None if not parts else {  # a correct side belongs to its pair's part
+        name: [belongs[pair] for pair in pair_of] for name, belongs in dev_parts(examples[:n_pairs], parts).items()}
     datasets = {"dev": examples} if membership is None else {
         name: [e for e, inside in zip(examples, member, strict=True) if inside] for name, member in membership.items()}
     if membership is not None:

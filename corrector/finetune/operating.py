@@ -15,8 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..datasets import read_dataset
-
 CLEAN_PART = "clean"
 # The ceiling the calibration aims for. The release promises at most 1 % of clean sentences
 # changed; a threshold chosen at 0.5 % on one half of the dev read 0.5-0.9 % on the other.
@@ -39,18 +37,6 @@ def read_parts(broad_dir: str | Path) -> dict[str, list[str]]:
     return {name: [str(broad_dir / info["file"])] for name, info in summary["parts"].items()}
 
 
-def part_membership(examples: Sequence, pair_of: Sequence[int], n_pairs: int,
-                    parts: Mapping[str, Sequence[str | Path]]) -> dict[str, list[bool]]:
-    """For each part, whether each example (a dev pair or a correct side, `pair_of` its pair)
-    belongs to it: its pair is one of the part's files' pairs."""
-    membership = {}
-    for name, files in parts.items():
-        drawn = {(e.source, e.target) for spec in files for e in read_dataset(str(spec)).examples}
-        pair_in = [(e.source, e.target) in drawn for e in examples[:n_pairs]]
-        membership[name] = [pair_in[pair] for pair in pair_of]
-    return membership
-
-
 def choose(curves: Mapping[str, Sequence], clean: str | None = CLEAN_PART,
            max_clean_fpr: float = MAX_CLEAN_FPR) -> OperatingPoint:
     """The operating point over sweeps of the same thresholds, one per part (`evaluate.sweep`
@@ -60,14 +46,6 @@ def choose(curves: Mapping[str, Sequence], clean: str | None = CLEAN_PART,
     if not allowed:
         return min(points, key=lambda p: (p.clean_fpr, -p.threshold))
     return max(allowed, key=lambda p: (round(p.macro_f1, 12), -p.threshold))
-
-
-def score_at(curves: Mapping[str, Sequence], threshold: float, clean: str | None = CLEAN_PART) -> OperatingPoint:
-    """The macro F1 and clean FPR of sweeps at one of their thresholds."""
-    point = [p for p in choose_all(curves, clean) if abs(p.threshold - threshold) < 1e-9]
-    if not point:
-        raise ValueError(f"threshold {threshold} is not on the sweep")
-    return point[0]
 
 
 def choose_all(curves: Mapping[str, Sequence], clean: str | None = CLEAN_PART) -> list[OperatingPoint]:

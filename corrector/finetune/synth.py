@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -314,12 +314,13 @@ def _word_spans(sentence: str) -> list[tuple[int, int]]:
     return [(start, end) for _, start, end in ensure_jieba().tokenize(sentence, HMM=False)]
 
 
-def iter_sentences(corpus: Iterable[str | Path], synthesizer: ErrorSynthesizer) -> Iterator[str]:
+def iter_sentences(corpus: Iterable[str | Path], usable: Callable[[str], bool] = usable_sentence) -> Iterator[str]:
+    """The stripped sentences of the corpus files that `usable` accepts, in order."""
     stats = CorpusStats()
     for line in iter_lines(list_corpus_files(corpus), stats):
         for sentence in split_sentences(line):
             sentence = sentence.strip()
-            if synthesizer.usable(sentence):
+            if usable(sentence):
                 yield sentence
 
 
