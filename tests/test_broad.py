@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from corrector.finetune.broad import realistic_particle_share
 from corrector.finetune.synth import (
     KINDS,
     ErrorModel,
@@ -53,6 +54,26 @@ def test_real_pair_and_particle_kinds_write_what_they_promise(confusion):
     assert particle.stats.substitutions["particle"] == 20
     with pytest.raises(ValueError, match="error model"):
         ErrorSynthesizer(confusion, config=SynthConfig(kind_weights=weights(real_pair=1.0)))
+
+
+def test_particle_errors_go_the_real_way(confusion):
+    """A sentence needing 地 and 得 beside two 的: the error is mostly 的 written for 地/得, as real
+    writers make it, not 地/得 written for 的."""
+    particle = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 1), kind_weights=weights(particle=1.0)))
+    needed = {"的": 0, "地得": 0}
+    for _ in range(400):
+        written = particle.corrupt(SENTENCES[0])
+        (wrong, right), = [(a, b) for a, b in zip(written, SENTENCES[0], strict=True) if a != b]
+        needed["的" if right == "的" else "地得"] += 1
+    assert needed["地得"] > 8 * needed["的"] > 0
+
+
+def test_dde_part_keeps_the_real_share_of_needed_de():
+    pairs = [("他高兴的说", "他高兴地说"), ("我们地作业", "我们的作业"), ("我们得作业", "我们的作业"),
+             ("跑的很快", "跑得很快"), ("他得书", "他的书"), ("写的好", "写得好")]
+    kept = realistic_particle_share(pairs)
+    assert kept == [pairs[0], pairs[1], pairs[3], pairs[5]]  # 3 needing 地/得 keep round(3 * 189 / 515) = 1 的
+    assert realistic_particle_share(pairs[:1]) == pairs[:1]
 
 
 def test_fuzzy_pinyin_merges_what_input_methods_forgive(confusion):

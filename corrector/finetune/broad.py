@@ -11,7 +11,7 @@ essays; real text is native writers' and > 95 % correct.
 | wang | news with OCR/ASR confusions | csc/extra/wang271k_slice.tsv |
 | mcsc | medical search queries, half error-free | csc/extra/mcsc_valid.tsv |
 | faspell | OCR'd video subtitles | csc/extra/faspell_ocr_train.tsv |
-| dde | one 的/地/得 written for another | held-out clean sentences |
+| dde | one 的/地/得 written for another, in the real pairs' directions (mostly 的 for 地/得) | held-out clean sentences |
 | multi | 2-4 synthetic errors a sentence | held-out clean sentences |
 | clean | error-free sentences of news, encyclopedia, technical and segmentation-test text | held-out clean sentences |
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..pretrain.corpus import split_sentences
 from ..splits import HeldOut, load_pairs
-from .synth import iter_sentences, write_pairs
+from .synth import PARTICLE_ERRORS, PARTICLE_SWAPS, iter_sentences, write_pairs
 from .train import split_dev
 
 # (part, [files under csc/], dev share). The SIGHAN/ECSpell shares and seed are the release's
@@ -53,7 +53,11 @@ CLEAN_DOMAINS: tuple[tuple[str, tuple[str, ...], int], ...] = (
     ("news_segmentation_tests", ("news_icwb2_msr_test.txt", "news_icwb2_pku_test.txt"), 300),
 )
 GENERATED_PER_DOMAIN = 70  # sentences per domain for each of the dde and multi parts
-PARTICLE_SWAPS = {"的": "地得", "地": "的", "得": "的"}  # native writers' usual direction: 地/得 -> 的
+# Real 的/地/得 errors by the particle the sentence needs (synth.PARTICLE_ERRORS): 的 in 189 of 704.
+# Most held-out sentences hold only 的, so the draw alone made 78 % of the dde part 地/得 written for
+# 的 (273 of 350) — the rare direction — and rewarded changing a correct 地/得 to 的, the commonest
+# false edit on the clean part. `realistic_particle_share` keeps the 的-needing pairs at the real share.
+NEEDS_DE_SHARE = sum(PARTICLE_ERRORS["的"].values()) / sum(sum(row.values()) for row in PARTICLE_ERRORS.values())
 SEED = 42
 
 
@@ -78,6 +82,19 @@ def particle_error(sentence: str, rng: random.Random) -> str | None:
     rare = [i for i in sites if sentence[i] != "的"]
     site = rng.choice(rare or sites)
     return sentence[:site] + rng.choice(PARTICLE_SWAPS[sentence[site]]) + sentence[site + 1:]
+
+
+def realistic_particle_share(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The dde pairs (written, correct) with those whose correct particle is 的 cut, first ones
+    kept, to `NEEDS_DE_SHARE` of the result; the order is kept."""
+    needs_de = [pair for pair in pairs if _corrected_particle(*pair) == "的"]
+    others = len(pairs) - len(needs_de)
+    keep = set(needs_de[:round(others * NEEDS_DE_SHARE / (1 - NEEDS_DE_SHARE))])
+    return [pair for pair in pairs if _corrected_particle(*pair) != "的" or pair in keep]
+
+
+def _corrected_particle(written: str, correct: str) -> str:
+    return next(c for w, c in zip(written, correct, strict=True) if w != c)
 
 
 def build(shared: Path, synthesizer=None, seed: int = SEED) -> BroadDev:
@@ -109,12 +126,14 @@ def build(shared: Path, synthesizer=None, seed: int = SEED) -> BroadDev:
         held_sentences.update(clean[-quota:])
         held_sentences.update(target for _, target in dde[-GENERATED_PER_DOMAIN:])
         held_sentences.update(target for _, target in multi[-GENERATED_PER_DOMAIN:])
-    parts["dde"] = dde
+    parts["dde"] = realistic_particle_share(dde)
     if multi:
         parts["multi"] = multi
     parts["clean"] = [(s, s) for s in clean]
 
-    held_out = HeldOut(pairs=[pair for pairs in parts.values() for pair in pairs])
+    # Every drawn dde pair stays held out, those `realistic_particle_share` left out too: the
+    # training remainder and the corpus copy do not depend on that cut.
+    held_out = HeldOut(pairs=[pair for pairs in parts.values() for pair in pairs] + dde)
     train = {stem: [(s, t) for s, t in pairs if (s, t) not in held_out.pairs and not held_out.overlaps(t)]
              for stem, pairs in kept.items()}
     return BroadDev(parts, train, held_sentences)
