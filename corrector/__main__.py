@@ -125,20 +125,17 @@ def count_lines(path: Path) -> int:
 
 
 def build_corrector(args: argparse.Namespace):
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # model loading bars would clutter the output
     import torch
 
-    from .runtime.models import load_model
+    from .runtime.models import disable_loading_bars, load_model
 
+    disable_loading_bars()  # model loading bars would clutter the output
     if args.threads:
         torch.set_num_threads(args.threads)
-    bundle = load_model(args.model, device=args.device)
     if args.classic:
         from .baselines.classic import ClassicCorrector
 
-        return ClassicCorrector(bundle, confusion_file=args.confusion)
+        return ClassicCorrector(load_model(args.model, device=args.device), confusion_file=args.confusion)
     from .pipeline import DEFAULT_MAX_EDITS, Corrector, CorrectorConfig
 
     whitelist = Path(args.whitelist) if args.whitelist else ()
@@ -149,7 +146,8 @@ def build_corrector(args: argparse.Namespace):
         **({"passes": args.passes} if args.passes is not None else {}),
     )
     return Corrector(
-        bundle,
+        args.model,  # loaded by the Corrector: its int8 networks need no transformers (runtime/models.py)
+        device=args.device,
         threshold=args.threshold,
         detection_threshold=args.detection_threshold,
         whitelist=whitelist,
