@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from corrector.resources import cache
+from corrector.runtime import onnx_encoder
 from corrector.runtime.electra import read_network
 from corrector.runtime.models import DEFAULT_MODEL_DIR, load_int8_model, load_model, prepare_bundle, quantized
 from corrector.text.tokenization import CharTokenizer, read_vocab_tokenizer
@@ -111,3 +112,20 @@ def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory
     assert sorted(p.name for p in cache_home.iterdir()) == ["thing-k2.bin"]
     monkeypatch.setenv("ELECTRA_CSC_CACHE", str(entry))  # a file where the directory should be
     assert cache.cached("thing", "k3", build, bytes.decode) == "value" and len(builds) == 4
+
+
+@pytest.mark.skipif(not onnx_encoder.onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
+def test_the_onnx_graph_is_cached_per_weights(tiny_model_dir, cache_home, monkeypatch):
+    network = read_network(tiny_model_dir / "discriminator")
+    built = onnx_encoder.encoder_graph(network.electra)
+    assert len(list(cache_home.glob(f"{onnx_encoder.GRAPH_CACHE}-*.bin"))) == 1
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(onnx_encoder, "build_encoder_graph", no_build)
+    assert onnx_encoder.encoder_graph(network.electra) == built  # read from the cache
+    with torch.no_grad():
+        network.electra.encoder.layer[0].output.dense.weight[0, 0] += 1.0  # another model
+    with pytest.raises(AssertionError, match="built again"):
+        onnx_encoder.encoder_graph(network.electra)
