@@ -129,3 +129,26 @@ def test_the_onnx_graph_is_cached_per_weights(tiny_model_dir, cache_home, monkey
         network.electra.encoder.layer[0].output.dense.weight[0, 0] += 1.0  # another model
     with pytest.raises(AssertionError, match="built again"):
         onnx_encoder.encoder_graph(network.electra)
+
+
+JIEBA_STATE = """
+import hashlib, marshal, sys
+from corrector.text.protection import ensure_jieba
+if sys.argv[1] == "plain":
+    import jieba, jieba.posseg
+    jieba.initialize()
+else:
+    jieba = ensure_jieba()
+tables = marshal.dumps((jieba.dt.FREQ, jieba.dt.total, jieba.posseg.dt.word_tag_tab))
+print(hashlib.sha256(tables).hexdigest(), list(jieba.posseg.lcut("张三在北京大学读书", HMM=False)))
+"""
+
+
+def test_jieba_s_tables_from_the_cache_are_jieba_s_own(cache_home):
+    env = {**os.environ, "ELECTRA_CSC_CACHE": str(cache_home),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    states = [subprocess.run([sys.executable, "-c", JIEBA_STATE, mode], env=env, capture_output=True, text=True,
+                             timeout=300, check=True).stdout
+              for mode in ("plain", "cached", "cached")]  # jieba itself; our cache built; read back
+    assert len(list(cache_home.glob("jieba-tables-*.bin"))) == 1
+    assert states[0] == states[1] == states[2] and "pair('北京大学', 'nt')" in states[0]
