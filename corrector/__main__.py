@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .runtime import RUNTIMES
-from .runtime.allocator import release_free_memory
+from .runtime.allocator import collector_paused, release_free_memory
 from .text.script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
@@ -171,7 +171,8 @@ class LazyCorrector:
         from .text.tokenization import is_cjk
 
         if self.corrector is None and any(is_cjk(ch) for text in texts for ch in text):
-            self.corrector = build_corrector(self.args)
+            with collector_paused():  # no collections over what start-up loads (allocator.py)
+                self.corrector = build_corrector(self.args)
         return self.corrector is not None
 
     def correct_batch(self, texts: list[str]):

@@ -83,10 +83,12 @@ def _serve(conn: Connection, spec: CorrectorSpec) -> None:
         # Loading bars, one set per process and restart, would only fill the caller's log.
         disable_loading_bars()
         torch.set_num_threads(1)  # one core per process: no OpenMP team to spin against the others
-        corrector = spec.build()
+        from .allocator import collector_paused, freeze_startup_objects
+
+        with collector_paused():  # start-up makes hardly any garbage (allocator.py)
+            corrector = spec.build()
         if spec.warmup:
             corrector.correct(spec.warmup)
-        from .allocator import freeze_startup_objects
 
         freeze_startup_objects()  # as the service does for its own process (allocator.py)
         conn.send(("ready", {"name": corrector.bundle.name, "precision": corrector.precision,
