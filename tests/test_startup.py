@@ -132,15 +132,15 @@ def test_the_onnx_graph_is_cached_per_weights(tiny_model_dir, cache_home, monkey
 
 
 JIEBA_STATE = """
-import hashlib, marshal, sys
+import hashlib, sys
 from corrector.text.protection import ensure_jieba
 if sys.argv[1] == "plain":
     import jieba, jieba.posseg
     jieba.initialize()
 else:
     jieba = ensure_jieba()
-tables = marshal.dumps((jieba.dt.FREQ, jieba.dt.total, jieba.posseg.dt.word_tag_tab))
-print(hashlib.sha256(tables).hexdigest(), list(jieba.posseg.lcut("张三在北京大学读书", HMM=False)))
+tables = repr((sorted(jieba.dt.FREQ.items()), jieba.dt.total, sorted(jieba.posseg.dt.word_tag_tab.items())))
+print(hashlib.sha256(tables.encode()).hexdigest(), list(jieba.posseg.lcut("张三在北京大学读书", HMM=False)))
 """
 
 
