@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from itertools import islice
@@ -276,5 +277,22 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
+def exit_now(status: int) -> None:
+    """End the process with `status` once its output is flushed, without the interpreter's
+    teardown: freeing every object the model and jieba's tables made, and the collections over
+    them, took 0.4 s after a one-sentence call (2 cores), against 0.02 s this way. Nothing is
+    left to do: the output file is closed, the logs are flushed here, and the batch threads are
+    idle. Where flushing fails (a closed pipe), the normal exit reports it."""
+    import logging
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(status)
+    logging.shutdown()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
