@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from itertools import islice
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .runtime import RUNTIMES
-from .runtime.allocator import release_free_memory
+from .runtime.allocator import collector_paused, release_free_memory
 from .text.script import CHOICES as TRADITIONAL_CHOICES
 
 EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
@@ -125,20 +126,17 @@ def count_lines(path: Path) -> int:
 
 
 def build_corrector(args: argparse.Namespace):
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # model loading bars would clutter the output
     import torch
 
-    from .runtime.models import load_model
+    from .runtime.models import disable_loading_bars, load_model
 
+    disable_loading_bars()  # model loading bars would clutter the output
     if args.threads:
         torch.set_num_threads(args.threads)
-    bundle = load_model(args.model, device=args.device)
     if args.classic:
         from .baselines.classic import ClassicCorrector
 
-        return ClassicCorrector(bundle, confusion_file=args.confusion)
+        return ClassicCorrector(load_model(args.model, device=args.device), confusion_file=args.confusion)
     from .pipeline import DEFAULT_MAX_EDITS, Corrector, CorrectorConfig
 
     whitelist = Path(args.whitelist) if args.whitelist else ()
@@ -149,7 +147,8 @@ def build_corrector(args: argparse.Namespace):
         **({"passes": args.passes} if args.passes is not None else {}),
     )
     return Corrector(
-        bundle,
+        args.model,  # loaded by the Corrector: its int8 networks need no transformers (runtime/models.py)
+        device=args.device,
         threshold=args.threshold,
         detection_threshold=args.detection_threshold,
         whitelist=whitelist,
@@ -173,7 +172,8 @@ class LazyCorrector:
         from .text.tokenization import is_cjk
 
         if self.corrector is None and any(is_cjk(ch) for text in texts for ch in text):
-            self.corrector = build_corrector(self.args)
+            with collector_paused():  # no collections over what start-up loads (allocator.py)
+                self.corrector = build_corrector(self.args)
         return self.corrector is not None
 
     def correct_batch(self, texts: list[str]):
@@ -277,5 +277,22 @@ def main(argv: list[str] | None = None) -> int:
             out.close()
 
 
+def exit_now(status: int) -> None:
+    """End the process with `status` once its output is flushed, without the interpreter's
+    teardown: freeing every object the model and jieba's tables made, and the collections over
+    them, took 0.4 s after a one-sentence call (2 cores), against 0.02 s this way. Nothing is
+    left to do: the output file is closed, the logs are flushed here, and the batch threads are
+    idle. Where flushing fails (a closed pipe), the normal exit reports it."""
+    import logging
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(status)
+    logging.shutdown()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

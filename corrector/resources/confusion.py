@@ -14,8 +14,8 @@ Built by this project's own code from PyPI data, never from downloaded confusion
 
 Targets are restricted to common characters (those with a frequency in char_similar's table,
 about 6,300), so rare characters never become corrections; any character can be a source.
-The built tables are cached as JSON under `~/.cache/electra-csc/` (override with
-`$ELECTRA_CSC_CACHE`), keyed by a hash of the build parameters and package versions.
+The built tables are cached as JSON under `~/.cache/electra-csc/` (`cache.cache_dir()`: or
+`$XDG_CACHE_HOME/electra-csc`, or `$ELECTRA_CSC_CACHE`), keyed by a hash of the build parameters and package versions.
 
 Users can add pairs from a file: one pair per line, `a b` (or `a b c ...`) or `a:bcd`;
 blank lines and lines starting with # are ignored. User pairs count in both directions.
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..text.tokenization import is_cjk
+from .cache import cache_dir
 
 BUILD_VERSION = 3  # bump when the build logic changes: old caches are then ignored
 
@@ -55,10 +56,6 @@ class ConfusionConfig:
     max_shape_neighbours: int = 20  # most similar-shape candidates kept per character
     max_block: int = 40  # keys shared by more characters than this are too generic (e.g. 氵+*)
     min_shape_score: float = 1.0  # evidence needed to call two characters similar in shape
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ELECTRA_CSC_CACHE", Path.home() / ".cache" / "electra-csc"))
 
 
 def kind_of(relation: int) -> str:

@@ -1,5 +1,5 @@
-"""An inference-only ELECTRA encoder: the weights of a transformers `ElectraModel`, run by one
-plain forward function with int8 matmuls (quantization.py) and query/key/value fused.
+"""An inference-only ELECTRA encoder: the weights of an `ElectraModel` (transformers' or
+electra.py's), run by one plain forward function with int8 matmuls (quantization.py) and query/key/value fused.
 
 Why: at sentence length the corrector's passes are overhead-bound, not matmul-bound. transformers'
 encoder calls ~11 modules per layer, each through hooks, output capturing and kwargs plumbing
@@ -19,19 +19,39 @@ transformers' forward (`quantization.int8_copy`).
 
 from __future__ import annotations
 
+import sys
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import ElectraModel
-from transformers.modeling_outputs import BaseModelOutput
 
+from .electra import ElectraEncoder
 from .int8 import Int8Linear
 
 
+class EncoderOutput(NamedTuple):
+    """What an encoder returns to the heads: transformers' heads read item 0 and the
+    hidden_states / attentions attributes (None: not kept), the corrector `last_hidden_state`."""
+
+    last_hidden_state: torch.Tensor
+    hidden_states = None
+    attentions = None
+
+
+def is_electra_encoder(module: nn.Module) -> bool:
+    """Whether `module` is an ELECTRA encoder: electra.py's, or transformers' `ElectraModel`
+    (checked without importing transformers: an instance exists only once it is imported)."""
+    if isinstance(module, ElectraEncoder):
+        return True
+    modeling = sys.modules.get("transformers.models.electra.modeling_electra")
+    return modeling is not None and isinstance(module, modeling.ElectraModel)
+
+
 def lean_encoder_supported(encoder: nn.Module) -> bool:
-    """Whether `encoder` is a transformers ElectraModel this module can run: not a decoder, no
-    cross-attention, absolute position embeddings, plain linear layers."""
-    if not isinstance(encoder, ElectraModel):
+    """Whether `encoder` is an ELECTRA encoder (`is_electra_encoder`) this module can run: not a
+    decoder, no cross-attention, absolute position embeddings, plain linear layers."""
+    if not is_electra_encoder(encoder):
         return False
     config = encoder.config
     if config.is_decoder or getattr(config, "add_cross_attention", False):
@@ -91,10 +111,10 @@ class InferenceEncoder(nn.Module):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         **unused,  # return_dict, output_* flags of the transformers heads: one output here either way
-    ) -> BaseModelOutput:
+    ) -> EncoderOutput:
         if input_ids is None or position_ids is not None or inputs_embeds is not None:
             raise ValueError(f"{self.description} takes input_ids (and attention_mask, token_type_ids) only")
-        return BaseModelOutput(last_hidden_state=self.encode(input_ids, attention_mask, token_type_ids))
+        return EncoderOutput(self.encode(input_ids, attention_mask, token_type_ids))
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                token_type_ids: torch.Tensor | None) -> torch.Tensor:

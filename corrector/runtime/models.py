@@ -21,11 +21,13 @@ import dataclasses
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedModel
+from torch import nn
 
 from ..resources.error_pairs import FILENAME as ERROR_PAIRS_FILE
 from ..resources.error_pairs import ErrorPairs
@@ -33,10 +35,14 @@ from ..resources.ngram import FILENAME as NGRAM_FILE
 from ..resources.ngram import NgramLM
 from ..resources.particles import FILENAME as PARTICLES_FILE
 from ..resources.particles import ParticleModel
-from ..text.tokenization import CharTokenizer
+from ..text.tokenization import CharTokenizer, read_vocab_tokenizer
 from . import RUNTIMES
 from .allocator import retain_freed_memory
+from .electra import read_network
 from .quantization import int8_copy, int8_runtime, is_int8
+
+if TYPE_CHECKING:
+    from transformers import ElectraForMaskedLM, PreTrainedModel
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = PROJECT_ROOT / "data" / "model"
@@ -117,8 +123,10 @@ class ModelBundle:
 
     name: str
     tokenizer: CharTokenizer
-    discriminator: PreTrainedModel
-    generator: ElectraForMaskedLM
+    # transformers' networks (`load_model`), or int8 copies of them or of electra.py's
+    # (`load_int8_model`); the pipeline reads the same attributes of either.
+    discriminator: nn.Module
+    generator: nn.Module
     device: torch.device
     scorer_config: dict = field(default_factory=dict)
     ngram: NgramLM | None = None  # feature `lm_gain` is 0 without one
@@ -174,27 +182,53 @@ def check_generator_input(mode: str) -> str:
     return mode
 
 
+# Set by `disable_loading_bars`: transformers' weight-loading bars are switched off whenever
+# `load_model` imports it.
+_quiet_loading = False
+
+
+def disable_loading_bars() -> None:
+    """No progress bars while transformers loads weights (they would clutter the CLI's output and
+    the worker processes' logs). Does not import transformers (~3 s), which the int8 path
+    (`load_int8_model`) never needs: `_transformers` switches them off if it is imported later."""
+    global _quiet_loading
+    _quiet_loading = True
+    if "transformers" in sys.modules:
+        _transformers()
+
+
+def _transformers():
+    """The transformers package, imported on first use: training, hub ids and the networks the
+    int8 path cannot read need it; a corrector built from a shipped model directory does not."""
+    import transformers
+
+    if _quiet_loading:
+        transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
 def load_discriminator(path: str, **kwargs) -> PreTrainedModel:
     """`kwargs` go to `from_pretrained` (e.g. `dtype`)."""
-    config = AutoConfig.from_pretrained(path)
+    transformers = _transformers()
+    config = transformers.AutoConfig.from_pretrained(path)
     architectures = config.architectures or ["ElectraForPreTraining"]
     if any("TokenClassification" in arch for arch in architectures):
-        from transformers import AutoModelForTokenClassification
-
-        return AutoModelForTokenClassification.from_pretrained(path, **kwargs)
-    return ElectraForPreTraining.from_pretrained(path, **kwargs)
+        return transformers.AutoModelForTokenClassification.from_pretrained(path, **kwargs)
+    return transformers.ElectraForPreTraining.from_pretrained(path, **kwargs)
 
 
 def load_halves(paths: ModelPaths) -> tuple[PreTrainedModel, ElectraForMaskedLM]:
     """Discriminator and generator in fp32 whatever the stored precision (the shipped model
     stores fp16 to halve its size; transformers would otherwise keep the file's dtype)."""
     discriminator = load_discriminator(paths.discriminator, dtype=torch.float32)
-    generator = ElectraForMaskedLM.from_pretrained(paths.generator, dtype=torch.float32)
+    generator = _transformers().ElectraForMaskedLM.from_pretrained(paths.generator, dtype=torch.float32)
     return discriminator, generator
 
 
 def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu") -> ModelBundle:
-    """Load a model once; every caller (CLI, service, evaluator) goes through here.
+    """Load a model once; every caller (CLI, service, evaluator) goes through here: transformers'
+    networks in fp32 (training and evaluation use them as such; `prepare_bundle` builds a
+    Corrector's int8 networks without them where it can).
 
     Also sets the process's malloc to keep freed memory (`allocator.retain_freed_memory`): every
     batch allocates the same activations again, and on CPU that made batched correction ~25%
@@ -205,15 +239,47 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("--device cuda was requested but CUDA is not available")
-    hf_tokenizer = AutoTokenizer.from_pretrained(paths.tokenizer)
+    hf_tokenizer = _transformers().AutoTokenizer.from_pretrained(paths.tokenizer)
     discriminator, generator = load_halves(paths)
     discriminator, generator = discriminator.to(device).eval(), generator.to(device).eval()
+    return _bundle(path_or_id, paths, CharTokenizer(hf_tokenizer), discriminator, generator, device)
+
+
+def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> ModelBundle | None:
+    """What `quantized(load_model(path_or_id), runtime)` gives, built without transformers: the
+    networks read by electra.py, the tokenizer from the directory's vocabulary, then the same
+    `int8_copy`. For a local model directory in the shipped layout (`DIR/discriminator/`,
+    `DIR/generator/`) whose networks and tokenizer those readers accept; None for anything else
+    (hub ids, other architectures), which `load_model` loads.
+
+    Why: transformers' import is ~3 s of a ~6.6 s one-sentence CLI call on 2 cores, and the
+    int8 networks never run its code (benchmarks/startup.py; docs/history.md)."""
+    check_runtime(runtime)
+    retain_freed_memory()
+    path_or_id = locate_model(str(path_or_id or default_model_path()))
+    root = Path(path_or_id)
+    if not ((root / "discriminator").is_dir() and (root / "generator").is_dir()):
+        return None
+    paths = resolve_model_paths(path_or_id)
+    vocab = read_vocab_tokenizer(paths.tokenizer)
+    discriminator = read_network(paths.discriminator) if vocab is not None else None
+    generator = read_network(paths.generator) if discriminator is not None else None
+    if generator is None or discriminator.config.architectures != ["ElectraForPreTraining"] \
+            or generator.config.architectures != ["ElectraForMaskedLM"]:
+        return None
+    return _bundle(path_or_id, paths, CharTokenizer(vocab), int8_copy(discriminator, runtime),
+                   int8_copy(generator, runtime), torch.device("cpu"))
+
+
+def _bundle(path_or_id: str, paths: ModelPaths, tokenizer: CharTokenizer, discriminator: nn.Module,
+            generator: nn.Module, device: torch.device) -> ModelBundle:
+    """The bundle of loaded networks, with the directory's scorer.json and resources."""
     scorer_config: dict = {}
     if paths.scorer:
         scorer_config = json.loads(Path(paths.scorer).read_text(encoding="utf-8"))
     return ModelBundle(
         name=path_or_id,
-        tokenizer=CharTokenizer(hf_tokenizer),
+        tokenizer=tokenizer,
         discriminator=discriminator,
         generator=generator,
         device=device,
@@ -246,7 +312,11 @@ def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", 
     """The model a Corrector runs: loaded (`model` a path or hub id, or None for the default) or
     given, then int8 (`quantize`; None: int8 on CPU unless bf16 was asked for) with its encoders
     in `runtime`, or bf16 autocast. A bundle given is never changed: a copy is."""
-    bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
+    bundle = None
+    if not isinstance(model, ModelBundle) and torch.device(device).type == "cpu" and not bf16 and quantize is not False:
+        bundle = load_int8_model(model, runtime)  # None where it cannot: then transformers loads it
+    if bundle is None:
+        bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
     already_int8 = bundle.precision == "int8"  # e.g. another Corrector's bundle
     if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
         quantize = already_int8 or (bundle.device.type == "cpu" and not bf16)

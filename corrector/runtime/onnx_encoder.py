@@ -16,8 +16,10 @@ path, where padding moves a confidence by ~1e-3 — and no time goes to padding.
 a batched ORT pass saves nothing per sentence (measured: discriminator, 32 characters, 5.1 ms
 alone vs 4.3 ms per sentence in a batch of 8, which pads).
 
-The graph is built here with `onnx.helper` from the transformers `ElectraModel` weights — no
-exporter, no files, ~0.2 s per network at load time. Weights: int8, one scale per output channel
+The graph is built here with `onnx.helper` from an `ElectraModel`'s weights (transformers' or
+electra.py's) — no exporter, ~0.1-0.2 s per network — and cached in the user cache directory
+(resources/cache.py), keyed by a hash of the weights and of how the graph is built, so that a
+process starting up loads it instead (`encoder_graph`). Weights: int8, one scale per output channel
 (as `Int8Linear`) — stored as uint8 with zero point 128 on CPUs whose int8 kernel saturates
 (`signed_weights_saturate`: no VNNI); activations: uint8 with one scale and zero point per
 tensor, computed per run.
@@ -28,6 +30,7 @@ keeps the torch path (`onnx_encoder_supported`).
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 import math
 
@@ -35,10 +38,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..resources.cache import cached, key_digest
 from .lean_encoder import InferenceEncoder, lean_encoder_supported
 
 OPSET = 17  # LayerNormalization; Gelu and MultiHeadAttention come from ORT's com.microsoft domain
 MS_DOMAIN = "com.microsoft"
+# Part of the graph cache's key: raise it whenever build_encoder_graph builds a different graph
+# from the same weights, so that no process loads a graph the code no longer builds.
+GRAPH_VERSION = 1
+GRAPH_CACHE = "onnx-encoder"
+GRAPH_CACHE_KEEP = 8  # graphs kept (most recently used): a discriminator and a generator per model
 
 
 def onnx_runtime_available() -> bool:
@@ -47,7 +56,7 @@ def onnx_runtime_available() -> bool:
 
 
 def onnx_encoder_supported(encoder: nn.Module) -> bool:
-    """Whether `encoder` (a transformers ElectraModel) can run as an ONNX graph here."""
+    """Whether `encoder` (an ElectraModel, transformers' or electra.py's) can run as an ONNX graph here."""
     return lean_encoder_supported(encoder) and encoder.config.hidden_act == "gelu"
 
 
@@ -61,21 +70,57 @@ def signed_weights_saturate() -> bool:
     discriminator's hidden states by up to 6 % of their range (0.33 of 5.2 on one sentence) and
     broke a tiny test model outright. The probe multiplies such values once and compares with the
     exact sum; where they saturate, the graphs take uint8 weights with zero point 128 instead
-    (exact, ~10-20 % slower there)."""
+    (exact, ~10-20 % slower there). The probe's graph is cached like the encoders' (its result
+    is the CPU's, not cached): with both cached, start-up does not import onnx at all."""
     import onnxruntime
-    from onnx import TensorProto, helper
 
     depth = 64
-    graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "saturation_probe",
-        [helper.make_tensor_value_info("a", TensorProto.UINT8, [16, depth])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])],
-        initializer=[helper.make_tensor("b", TensorProto.INT8, [depth, 16], [127] * (depth * 16))],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def build() -> tuple[bytes, bytes]:
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "saturation_probe",
+            [helper.make_tensor_value_info("a", TensorProto.UINT8, [16, depth])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, [16, 16])],
+            initializer=[helper.make_tensor("b", TensorProto.INT8, [depth, 16], [127] * (depth * 16))],
+        )
+        serialized = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+        return serialized, serialized
+
+    model = cached("onnx-probe", key_digest(OPSET, depth, importlib.metadata.version("onnx")), build, bytes)
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
     product = session.run(None, {"a": np.full((16, depth), 255, dtype=np.uint8)})[0]
     return bool((product != depth * 255 * 127).any())
+
+
+def encoder_graph(encoder: nn.Module) -> bytes:
+    """The serialized graph of `build_encoder_graph(encoder)`: from the cache when one was built
+    from the same weights and config with the same builder (GRAPH_VERSION, onnx's version, the
+    CPU's weight format), else built and cached. Measured on the shipped model, 2 cores: building
+    both graphs (and importing onnx) ~0.25 s at every start, reading them ~0.03 s."""
+    if not onnx_encoder_supported(encoder):
+        raise ValueError(f"{type(encoder).__name__} is not an encoder-only gelu ELECTRA the ONNX encoder can run")
+    unsigned = signed_weights_saturate()
+    key = key_digest(GRAPH_VERSION, OPSET, importlib.metadata.version("onnx"), unsigned, *_encoder_identity(encoder))
+
+    def build() -> tuple[bytes, bytes]:
+        serialized = build_encoder_graph(encoder, unsigned).SerializeToString()
+        return serialized, serialized
+
+    return cached(GRAPH_CACHE, key, build, bytes, keep=GRAPH_CACHE_KEEP)
+
+
+def _encoder_identity(encoder: nn.Module) -> list:
+    """What the graph is built from: the config values it reads and every tensor (name, dtype,
+    shape and bytes)."""
+    config = encoder.config
+    parts: list = [config.hidden_size, config.num_attention_heads, config.hidden_act, config.layer_norm_eps,
+                   hasattr(encoder, "embeddings_project")]
+    for name, tensor in encoder.state_dict().items():
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        parts += [name, str(tensor.dtype), tuple(tensor.shape), flat.view(torch.uint8).numpy().data]
+    return parts
 
 
 class _GraphBuilder:
@@ -132,14 +177,17 @@ class _GraphBuilder:
                        axis=-1, epsilon=float(norm.eps))
 
 
-def build_encoder_graph(encoder: nn.Module):
-    """The ONNX model of a transformers ElectraModel at inference: input_ids (1, T) int64 ->
-    hidden (1, T, hidden_size); no attention mask (one unpadded sentence per run)."""
+def build_encoder_graph(encoder: nn.Module, unsigned_weights: bool | None = None):
+    """The ONNX model of an ElectraModel at inference: input_ids (1, T) int64 -> hidden (1, T,
+    hidden_size); no attention mask (one unpadded sentence per run). `unsigned_weights`: uint8
+    weights (None: where `signed_weights_saturate`)."""
     from onnx import TensorProto, helper
 
     if not onnx_encoder_supported(encoder):
         raise ValueError(f"{type(encoder).__name__} is not an encoder-only gelu ELECTRA the ONNX encoder can run")
-    g = _GraphBuilder(unsigned_weights=signed_weights_saturate())
+    if unsigned_weights is None:
+        unsigned_weights = signed_weights_saturate()
+    g = _GraphBuilder(unsigned_weights=unsigned_weights)
     embeddings = encoder.embeddings
     # In transformers' order: (word + token type 0) + position [:T], then LayerNorm.
     words = g.op("Gather", [g.constant("word_emb", embeddings.word_embeddings.weight.detach().float().numpy()),
@@ -194,8 +242,7 @@ class OnnxElectraEncoder(InferenceEncoder):
         # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight torch's and the Python stages.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(build_encoder_graph(encoder).SerializeToString(), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(encoder_graph(encoder), options, providers=["CPUExecutionProvider"])
 
     def __deepcopy__(self, memo) -> OnnxElectraEncoder:
         return self  # immutable once built; an ORT session may serve many threads at once

@@ -36,7 +36,7 @@ from ..result import Result
 
 log = logging.getLogger(__name__)
 
-# Start-up of one process (import torch and transformers, load and quantize the model) is not
+# Start-up of one process (import torch, load and quantize the model) is not
 # timed out by default: a hub id may first have to be downloaded, and a process that dies while
 # starting is noticed at once (its pipe breaks), as is a model that cannot be loaded.
 START_TIMEOUT_S: float | None = None
@@ -77,15 +77,18 @@ def _serve(conn: Connection, spec: CorrectorSpec) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import torch
-        from transformers.utils import logging as hf_logging
+
+        from .models import disable_loading_bars
 
         # Loading bars, one set per process and restart, would only fill the caller's log.
-        hf_logging.disable_progress_bar()
+        disable_loading_bars()
         torch.set_num_threads(1)  # one core per process: no OpenMP team to spin against the others
-        corrector = spec.build()
+        from .allocator import collector_paused, freeze_startup_objects
+
+        with collector_paused():  # start-up makes hardly any garbage (allocator.py)
+            corrector = spec.build()
         if spec.warmup:
             corrector.correct(spec.warmup)
-        from .allocator import freeze_startup_objects
 
         freeze_startup_objects()  # as the service does for its own process (allocator.py)
         conn.send(("ready", {"name": corrector.bundle.name, "precision": corrector.precision,

@@ -14,10 +14,14 @@ different segmentation from the one it was trained on. It works with any BERT-st
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask")  # in SPECIAL_TOKENS' order: BERT's defaults
+BERT_TOKENIZERS = (None, "BertTokenizer", "BertTokenizerFast", "ElectraTokenizer", "ElectraTokenizerFast")
 
 
 def is_cjk(char: str) -> bool:
@@ -50,7 +54,8 @@ class CharEncoding:
 
 
 class CharTokenizer:
-    """One id per non-space character, over the vocabulary of a Hugging Face tokenizer."""
+    """One id per non-space character, over the vocabulary of a Hugging Face tokenizer (or of a
+    `VocabTokenizer`, the same read without transformers)."""
 
     def __init__(self, hf_tokenizer) -> None:
         self.hf_tokenizer = hf_tokenizer
@@ -97,3 +102,65 @@ class CharTokenizer:
 
     def with_special_tokens(self, ids: list[int]) -> list[int]:
         return [self.cls_token_id, *ids, self.sep_token_id]
+
+
+class VocabTokenizer:
+    """What `CharTokenizer` reads of a Hugging Face tokenizer (vocabulary, special token ids,
+    size), read by `read_vocab_tokenizer` from a model directory without transformers, whose
+    import costs seconds (runtime/electra.py)."""
+
+    def __init__(self, vocab: dict[str, int], special: dict[str, str]) -> None:
+        self.vocab = vocab
+        for name in SPECIAL_NAMES:
+            setattr(self, f"{name}_token_id", vocab[special[name]])
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+
+def read_vocab_tokenizer(directory: str | Path) -> VocabTokenizer | None:
+    """The BERT-style tokenizer of a model directory as transformers would load it: the
+    vocabulary of tokenizer.json (WordPiece), else of vocab.txt (one token a line, its line
+    number its id), and the special tokens of tokenizer_config.json / special_tokens_map.json.
+    None for anything else (another tokenizer class, added tokens outside the vocabulary,
+    extra special tokens): the caller then asks transformers."""
+    directory = Path(directory)
+    special = dict(zip(SPECIAL_NAMES, SPECIAL_TOKENS, strict=True))
+    config: dict = {}
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = directory / name
+        if path.is_file():
+            config.update(json.loads(path.read_text(encoding="utf-8")))
+    if config.get("tokenizer_class") not in BERT_TOKENIZERS or config.get("additional_special_tokens") \
+            or config.get("extra_special_tokens"):
+        return None
+    for name in SPECIAL_NAMES:
+        token = config.get(f"{name}_token", special[name])
+        if isinstance(token, dict):  # a serialised AddedToken
+            token = token.get("content")
+        if not isinstance(token, str):
+            return None
+        special[name] = token
+    if (directory / "tokenizer.json").is_file():
+        spec = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+        model = spec.get("model") or {}
+        if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+            return None
+        vocab = dict(model["vocab"])
+        if any(vocab.get(added.get("content")) != added.get("id") for added in spec.get("added_tokens") or []):
+            return None  # a token added beyond the vocabulary: transformers' length and ids differ
+    elif (directory / "vocab.txt").is_file():
+        lines = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the file's final newline
+        vocab = {token: index for index, token in enumerate(lines)}
+        if len(vocab) != len(lines):
+            return None  # a token twice: transformers' slow and fast tokenizers disagree on such files
+    else:
+        return None
+    if any(token not in vocab for token in special.values()):
+        return None
+    return VocabTokenizer(vocab, special)

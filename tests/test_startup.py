@@ -1,0 +1,154 @@
+"""Start-up mechanics: the int8 networks read without transformers (runtime/electra.py), the
+tokenizer read from the vocabulary, and the user cache (resources/cache.py) of the ONNX graphs and
+jieba's tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from corrector.resources import cache
+from corrector.runtime import onnx_encoder
+from corrector.runtime.electra import read_network
+from corrector.runtime.models import DEFAULT_MODEL_DIR, load_int8_model, load_model, prepare_bundle, quantized
+from corrector.text.tokenization import CharTokenizer, read_vocab_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+SENTENCES = ["少先队员因该为老人让坐。", "我的电恼坏了。", "他说因该没问题"]
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("ELECTRA_CSC_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _batch(tokenizer: CharTokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = [tokenizer.with_special_tokens(tokenizer.encode(text).ids) for text in SENTENCES]
+    width = max(map(len, rows))
+    ids = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows])
+    return ids, (ids != tokenizer.pad_token_id).long()
+
+
+@pytest.fixture(scope="module")
+def shipped_fp32():
+    return load_model(str(DEFAULT_MODEL_DIR))
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnxruntime"])
+def test_the_lean_load_gives_the_transformers_load_s_outputs_on_the_shipped_model(shipped_fp32, runtime):
+    lean, reference = load_int8_model(str(DEFAULT_MODEL_DIR), runtime), quantized(shipped_fp32, runtime)
+    assert lean is not None and lean.precision == "int8" and lean.runtime == reference.runtime == runtime
+    ids, mask = _batch(reference.tokenizer)
+    with torch.inference_mode():
+        assert torch.equal(lean.replaced_probability(ids, mask), reference.replaced_probability(ids, mask))
+        hidden = lean.generator.electra(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(hidden, reference.generator.electra(input_ids=ids, attention_mask=mask).last_hidden_state)
+        states = lean.generator.generator_predictions(hidden)
+        assert torch.equal(states, reference.generator.generator_predictions(hidden))
+        assert torch.equal(lean.generator.generator_lm_head(states), reference.generator.generator_lm_head(states))
+    assert (lean.generator_input, lean.max_length, lean.scorer_config) == (
+        reference.generator_input, reference.max_length, reference.scorer_config)
+
+
+def test_the_vocabulary_tokenizer_is_transformers_one(shipped_fp32, tmp_path):
+    lean = CharTokenizer(read_vocab_tokenizer(DEFAULT_MODEL_DIR))
+    reference = shipped_fp32.tokenizer
+    for name in ("vocab", "pad_token_id", "unk_token_id", "cls_token_id", "sep_token_id", "mask_token_id",
+                 "vocab_size", "cjk_ids"):
+        assert getattr(lean, name) == getattr(reference, name), name
+    # vocab.txt alone (no tokenizer.json): ids by line, as transformers' BertTokenizer reads it
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(DEFAULT_MODEL_DIR / name, tmp_path / name)
+    assert read_vocab_tokenizer(tmp_path).get_vocab() == reference.vocab
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "XLMRobertaTokenizer"}))
+    assert read_vocab_tokenizer(tmp_path) is None  # not BERT's: left to transformers
+
+
+def test_networks_the_lean_reader_does_not_know_are_loaded_by_transformers(tiny_model_dir, tmp_path):
+    model = tmp_path / "relu"
+    shutil.copytree(tiny_model_dir, model)
+    config_path = model / "generator" / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config_path.write_text(json.dumps({**config, "hidden_act": "relu"}), encoding="utf-8")
+    assert read_network(model / "generator") is None and read_network(model / "discriminator") is not None
+    assert load_int8_model(str(model)) is None
+    bundle = prepare_bundle(str(model))  # transformers' networks, then int8
+    assert bundle.precision == "int8" and type(bundle.generator).__module__.startswith("transformers")
+    assert type(prepare_bundle(str(tiny_model_dir)).generator).__module__ == "corrector.runtime.electra"
+
+
+def test_a_corrector_from_the_shipped_directory_never_imports_transformers():
+    code = ("import sys; from corrector import Corrector; result = Corrector('data/model').correct('少先队员因该为老人让坐');"
+            "print(result.target, 'transformers' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["少先队员应该为老人让坐", "False"]
+
+
+def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory(cache_home, monkeypatch):
+    builds = []
+
+    def build():
+        builds.append(1)
+        return "value", b"payload"
+
+    assert cache.cached("thing", "k1", build, bytes.decode) == "value"
+    assert cache.cached("thing", "k1", build, bytes.decode) == "payload" and len(builds) == 1  # read back
+    entry = cache_home / "thing-k1.bin"
+    entry.write_bytes(entry.read_bytes()[:-1] + b"X")  # one byte changed: the checksum fails
+    assert cache.cached("thing", "k1", build, bytes.decode) == "value" and len(builds) == 2
+    assert cache.read_entry(entry) == b"payload"  # rewritten whole
+    assert cache.cached("thing", "k2", build, bytes.decode) == "value"  # another key: built, and the old one pruned
+    assert sorted(p.name for p in cache_home.iterdir()) == ["thing-k2.bin"]
+    monkeypatch.setenv("ELECTRA_CSC_CACHE", str(entry))  # a file where the directory should be
+    assert cache.cached("thing", "k3", build, bytes.decode) == "value" and len(builds) == 4
+
+
+@pytest.mark.skipif(not onnx_encoder.onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
+def test_the_onnx_graph_is_cached_per_weights(tiny_model_dir, cache_home, monkeypatch):
+    network = read_network(tiny_model_dir / "discriminator")
+    built = onnx_encoder.encoder_graph(network.electra)
+    assert len(list(cache_home.glob(f"{onnx_encoder.GRAPH_CACHE}-*.bin"))) == 1
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(onnx_encoder, "build_encoder_graph", no_build)
+    assert onnx_encoder.encoder_graph(network.electra) == built  # read from the cache
+    with torch.no_grad():
+        network.electra.encoder.layer[0].output.dense.weight[0, 0] += 1.0  # another model
+    with pytest.raises(AssertionError, match="built again"):
+        onnx_encoder.encoder_graph(network.electra)
+
+
+JIEBA_STATE = """
+import hashlib, sys
+from corrector.text.protection import ensure_jieba
+if sys.argv[1] == "plain":
+    import jieba, jieba.posseg
+    jieba.initialize()
+else:
+    jieba = ensure_jieba()
+tables = repr((sorted(jieba.dt.FREQ.items()), jieba.dt.total, sorted(jieba.posseg.dt.word_tag_tab.items())))
+print(hashlib.sha256(tables.encode()).hexdigest(), list(jieba.posseg.lcut("张三在北京大学读书", HMM=False)))
+"""
+
+
+def test_jieba_s_tables_from_the_cache_are_jieba_s_own(cache_home):
+    env = {**os.environ, "ELECTRA_CSC_CACHE": str(cache_home),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    states = [subprocess.run([sys.executable, "-c", JIEBA_STATE, mode], env=env, capture_output=True, text=True,
+                             timeout=300, check=True).stdout
+              for mode in ("plain", "cached", "cached")]  # jieba itself; our cache built; read back
+    assert len(list(cache_home.glob("jieba-tables-*.bin"))) == 1
+    assert states[0] == states[1] == states[2] and "pair('北京大学', 'nt')" in states[0]
