@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from corrector.runtime.models import load_model
-from corrector.text.tokenization import is_cjk, normalize_char
+from corrector.text.tokenization import is_cjk, normalize_char, read_vocab_lines
 
 MIXED = "我在2024年用iPhone打电话给Tom，他说因该没问题。"
 
@@ -55,3 +55,11 @@ def test_special_tokens(tokenizer):
     assert wrapped[0] == tokenizer.cls_token_id and wrapped[-1] == tokenizer.sep_token_id
     assert tokenizer.token(tokenizer.mask_token_id) == "[MASK]"
     assert all(is_cjk(tokenizer.token(i)) for i in tokenizer.cjk_ids)
+
+
+def test_vocab_lines_split_on_newlines_only(tmp_path):
+    # bert-base-chinese's vocabulary (LTP-tiny's) holds "\u2028" and "##\u2028" as tokens:
+    # str.splitlines would cut them and shift every later id by one or two.
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n\u2028\n##\u2028\n的\n", encoding="utf-8")
+    assert read_vocab_lines(path) == ["[PAD]", "\u2028", "##\u2028", "的"]

@@ -25,13 +25,10 @@ import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from ..runtime.models import save_pair
+from ..text.tokenization import read_vocab_lines
 from .modeling import generator_from_discriminator
 
 PREFIX = "backbone."
-
-
-def _read_vocab(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 def _load_state(ltp_dir: Path) -> dict[str, torch.Tensor]:
@@ -54,8 +51,8 @@ def from_ltp(ltp_dir: str | Path, vocab_dir: str | Path, output: str | Path, see
     state = {k[len(PREFIX):]: v for k, v in _load_state(ltp_dir).items() if k.startswith(PREFIX)}
     if not state:
         raise ValueError(f"{ltp_dir}: no '{PREFIX}*' weights (is this LTP-tiny?)")
-    ltp_vocab = {token: i for i, token in enumerate(_read_vocab(ltp_dir / "vocab.txt"))}
-    ours = _read_vocab(vocab_dir / "vocab.txt")
+    ltp_vocab = {token: i for i, token in enumerate(read_vocab_lines(ltp_dir / "vocab.txt"))}
+    ours = read_vocab_lines(vocab_dir / "vocab.txt")
     layers = 1 + max(int(k.split(".")[2]) for k in state if k.startswith("encoder.layer."))
     embeddings = state["embeddings.word_embeddings.weight"]
     hidden = state["embeddings_project.weight"].shape[0]

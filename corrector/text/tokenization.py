@@ -121,6 +121,15 @@ class VocabTokenizer:
         return len(self.vocab)
 
 
+def read_vocab_lines(path: str | Path) -> list[str]:
+    """The tokens of a vocab.txt, one a line, its line number its id — split on "\n" only, as
+    transformers reads it (`str.splitlines` would also cut at \x1c, \x85, \u2028 ...)."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the file's final newline
+    return lines
+
+
 def read_vocab_tokenizer(directory: str | Path) -> VocabTokenizer | None:
     """The BERT-style tokenizer of a model directory as transformers would load it: the
     vocabulary of tokenizer.json (WordPiece), else of vocab.txt (one token a line, its line
@@ -153,9 +162,7 @@ def read_vocab_tokenizer(directory: str | Path) -> VocabTokenizer | None:
         if any(vocab.get(added.get("content")) != added.get("id") for added in spec.get("added_tokens") or []):
             return None  # a token added beyond the vocabulary: transformers' length and ids differ
     elif (directory / "vocab.txt").is_file():
-        lines = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the file's final newline
+        lines = read_vocab_lines(directory / "vocab.txt")
         vocab = {token: index for index, token in enumerate(lines)}
         if len(vocab) != len(lines):
             return None  # a token twice: transformers' slow and fast tokenizers disagree on such files
