@@ -6,7 +6,8 @@
 # then STEPS = BUDGET x rate steps with warm-up 10 %, then its fp16 pair + logs packed into $OUT.
 # Inputs under DATA (default .gpu, git-ignored, named in the device call's carry):
 #   $DATA/ft/synth.tsv.xz  $DATA/ft/train/*.tsv (the broad training remainders)
-# Env: BUDGET (s, default 330) GUARD (min) BATCH LR_<NAME> REAL_TIMES EXTRA_FT PROBE
+# Env: BUDGET (s, default 330) GUARD (min) BATCH LR_<NAME> STEPS_<NAME> (skips the probe) REAL_TIMES
+#      EXTRA_FT (every arm) EXTRA_FT_<NAME> (that arm's own flags, e.g. --freeze-discriminator) PROBE
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -20,8 +21,9 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 LOGS=/tmp/broad-logs; mkdir -p "$LOGS"  # one tar back: at most 8 files return from a device call
 
 run_arm() {  # NAME INIT
-  local name=$1 init=$2 lr_var="LR_$1"; local lr=${!lr_var:-1e-4}
-  local common=(--init "$init" --batch-size "$BATCH" --generator-input source --seed 42 --save-every 1000000 ${EXTRA_FT:-})
+  local name=$1 init=$2 lr_var="LR_$1" extra_var="EXTRA_FT_$1"; local lr=${!lr_var:-1e-4}
+  local common=(--init "$init" --batch-size "$BATCH" --generator-input source --seed 42 --save-every 1000000
+    ${EXTRA_FT:-} ${!extra_var:-})
   local steps_var="STEPS_$1"
   local steps=${!steps_var:-}
   if [ -z "$steps" ]; then
