@@ -523,6 +523,17 @@ def test_heldout_cli_scores_both_ways_of_each_split(tiny_model_dir: Path, tmp_pa
     assert "--part takes a name and at least one training set" in capsys.readouterr().err
 
 
+def test_heldout_refits_the_scorer_form_the_model_ships():
+    """`heldout` refits networks of the model's own hidden size (calibrate stores its members merged
+    into one layer of members x hidden rows), not always the default's 16."""
+    from corrector.finetune.calibrate import DEFAULT_HIDDEN, scorer_hidden
+
+    shipped = {"mlp": {"w1": [[0.0] * 3] * 160}}
+    assert scorer_hidden(shipped, 5) == 32 and scorer_hidden(shipped, 1) == 160
+    assert scorer_hidden({"mlp": {"w1": [[0.0]] * 7}}, 5) == DEFAULT_HIDDEN  # not of that form
+    assert scorer_hidden({}, 5) == DEFAULT_HIDDEN  # no scorer network yet
+
+
 def test_training_twins_share_a_run_with_another_training_pair(tmp_path: Path):
     """A dev pair has a twin when its correct side shares 8 characters with a training pair's that
     is not itself a dev pair."""

@@ -560,6 +560,14 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     return HalfScore(split, fit_half, tuned, one, two, scores, figures)
 
 
+def scorer_hidden(config: Mapping, members: int) -> int:
+    """Hidden units per network of the model's scorer: `calibrate` stores its `members` networks
+    merged into one layer of members × hidden units (`mlp.w1`); DEFAULT_HIDDEN without one. So
+    `heldout` refits the form the model ships, not always the default's."""
+    rows = len((config.get("mlp") or {}).get("w1") or [])
+    return rows // members if rows and rows % members == 0 else DEFAULT_HIDDEN
+
+
 def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int], batch_size: int = 32,
                     fit_detection_threshold: float = 0.01, members: int = DEFAULT_MEMBERS, seed: int = 0,
                     correct_sides: bool = True, twins_of: Sequence[str | Path] = (),
@@ -568,7 +576,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     """How well a model's scorer form generalises on its dev split, as the shipped model was
     chosen among others (`finetune heldout`): for each split number, dev is shuffled with that seed and
     cut in two halves, and `fit_and_score` runs both ways — the scorer networks refitted on one
-    half (the model's inputs and prior, `members` networks), the edit threshold swept there, F1 on
+    half (the model's inputs, prior and hidden size, `members` networks), the edit threshold swept there, F1 on
     the other half with one and two passes. The flag settings are the model's own (scorer.json);
     the candidates those of `calibrate --fit-detection-threshold`. Two models compared over the
     same split numbers are compared on the same halves; a single way of one split moves by ~0.02
@@ -602,7 +610,8 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     labels = candidate_labels(candidates, sources, [e.target for e in examples])
     inputs = (config.get("mlp") or {}).get("inputs") or [n for n in DEFAULT_INPUTS if n not in WORD_FEATURES]
     # `base`: the fit keeps the model's prior network, thresholds and flag settings, and refits the scorer networks.
-    fit_options = dict(l2=1e-2, hidden=DEFAULT_HIDDEN, inputs=list(inputs), seed=seed, members=members, base=config)
+    fit_options = dict(l2=1e-2, hidden=scorer_hidden(config, members), inputs=list(inputs), seed=seed,
+                       members=members, base=config)
     log(f"dev: {len(examples)} sentences ({n_pairs} pairs + {len(examples) - n_pairs} correct sides), "
         f"{len(candidates)} candidates, {sum(labels)} gold")
 
