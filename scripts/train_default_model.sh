@@ -39,7 +39,8 @@ TRAIN=("$RUNS"/broad/train/*.tsv)
   --output "$RUNS/broad/synth.tsv" --size 400000 --seed 1 --vocab "$RUNS/vocab" --error-model "${TRAIN[@]}" \
   --fuzzy-pinyin --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude "$RUNS/broad/dev.tsv"
 
-# The previous release, from git: its scorer's prior network is kept (refitted over the 37 K broad training pairs it held out 41.2 against 41.8: docs/history.md).
+# The previous release, from git: its scorer's prior network is kept (refitted over the 37 K broad
+# training pairs it held out 41.2 against 41.8: docs/history.md).
 [ -d "$RUNS/previous/data/model" ] || { mkdir -p "$RUNS/previous" && git archive "$PREVIOUS" data/model | tar x -C "$RUNS/previous"; }
 
 finetune() {  # NAME INIT LR STEPS: one stage as scripts/gpu/broad.sh runs it (batch 256, real pairs x3, errors x10)
