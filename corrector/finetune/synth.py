@@ -187,7 +187,7 @@ class ErrorSynthesizer:
             return None
         return self.rng.choices([c for c, _ in options], weights=[n for _, n in options])[0]
 
-    def _particle_site(self, chars: list[str], position: int, changed: set[int]) -> int | None:
+    def _particle_site(self, chars: list[str], changed: set[int]) -> int | None:
         """An unchanged 的/地/得 of the sentence drawn by its real error rate (PARTICLE_ERROR_RATE),
         or None — always without one, and as often as those rates fall short of a needed 地's:
         a sentence holding only 的 gets a particle error 4.5 % as often as one holding a 地."""
@@ -243,7 +243,7 @@ class ErrorSynthesizer:
         if kind == "homophone_word":
             return self._write_homophone(chars, words or [], position, changed, budget)
         if kind == "particle":
-            site = self._particle_site(chars, position, changed)
+            site = self._particle_site(chars, changed)
             if site is None:
                 return []
             row = PARTICLE_ERRORS[chars[site]]
