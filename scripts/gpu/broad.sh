@@ -19,15 +19,18 @@ REAL=("$DATA"/ft/train/*.tsv)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 LOGS=/tmp/broad-logs; mkdir -p "$LOGS"  # one tar back: at most 8 files return from a device call
 
+synth_sets() {  # NAME: the arm's synthetic sets as they travelled (.tsv.xz)
+  local var="SYNTH_$1"; echo "${!var:-$DATA/ft/synth.tsv.xz}"
+}
+unpacked() { echo "/tmp/$(basename "$1" .xz)"; }  # SET.xz: where it is unpacked
+
 run_arm() {  # NAME INIT
   local name=$1 init=$2 lr_var="LR_$1" extra_var="EXTRA_FT_$1"; local lr=${!lr_var:-1e-4}
   local common=(--init "$init" --batch-size "$BATCH" --generator-input source --seed 42 --save-every 1000000
     ${EXTRA_FT:-} ${!extra_var:-})
-  local steps_var="STEPS_$1" synth_var="SYNTH_$1" times_var="REAL_TIMES_$1"
+  local steps_var="STEPS_$1" times_var="REAL_TIMES_$1"
   local steps=${!steps_var:-} train=() set
-  for set in ${!synth_var:-$DATA/ft/synth.tsv.xz}; do
-    train+=("/tmp/$(basename "$set" .xz)")  # unpacked below, before the arms start
-  done
+  for set in $(synth_sets "$name"); do train+=("$(unpacked "$set")"); done  # unpacked before the arms start
   for _ in $(seq "${!times_var:-${REAL_TIMES:-3}}"); do train+=("${REAL[@]}"); done
   if [ -z "$steps" ]; then
   rm -rf "/tmp/$name-probe"
@@ -48,8 +51,7 @@ print(max($PROBE, int($BUDGET * (r[-1]['step'] - r[0]['step']) / max(r[-1]['time
 }
 
 for arm in $ARMS; do
-  synth_var="SYNTH_${arm%%=*}"
-  for set in ${!synth_var:-$DATA/ft/synth.tsv.xz}; do unpack_xz "$set" "/tmp/$(basename "$set" .xz)"; done
+  for set in $(synth_sets "${arm%%=*}"); do unpack_xz "$set" "$(unpacked "$set")"; done
 done
 pids=()
 for arm in $ARMS; do
