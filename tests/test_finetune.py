@@ -617,3 +617,16 @@ def test_dev_seed_keeps_the_dev_split_when_the_seed_changes(tmp_path: Path):
     assert dev_of("b", seed=1, dev_seed=7) == reference
     assert dev_of("c", seed=2, dev_seed=7) == reference
     assert dev_of("d", seed=1) != reference
+
+
+def test_profile_steps_writes_where_a_step_spends_its_time(tiny_model_dir: Path, tmp_path: Path):
+    from corrector.finetune.train import FinetuneConfig, train
+
+    data = tmp_path / "train.tsv"
+    write_pairs(data, toy_pairs())
+    out = tmp_path / "ft"
+    train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(out), batch_size=8,
+                         warmup_steps=1, max_steps=13, save_every=100, log_every=5, cpu=True, profile_steps=2))
+    report = (out / "profile.txt").read_text()
+    assert report.startswith("2 steps, ")  # steps 10-12, after 10 warm ones
+    assert "ms a step" in report and "aten::" in report and "self_cpu_time_total" in report

@@ -239,13 +239,15 @@ def train(cfg: FinetuneConfig) -> Path:
     def next_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         rows = order.next_indices()
         width = max(len(sources[i]) for i in rows)
-        src = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
-        tgt = src.clone()
+        # Filled in numpy: a torch tensor per row cost 512 small copies a step (--profile-steps).
+        src = np.full((len(rows), width), tokenizer.pad_token_id, dtype=np.int64)
+        tgt = src.copy()
         for r, i in enumerate(rows):
-            src[r, : len(sources[i])] = torch.tensor(sources[i])
-            tgt[r, : len(targets[i])] = torch.tensor(targets[i])
+            src[r, : len(sources[i])] = sources[i]
+            tgt[r, : len(targets[i])] = targets[i]
         device = accelerator.device
-        return src.to(device), tgt.to(device), (src != tokenizer.pad_token_id).long().to(device)
+        src_t, tgt_t = torch.from_numpy(src), torch.from_numpy(tgt)
+        return src_t.to(device), tgt_t.to(device), (src_t != tokenizer.pad_token_id).long().to(device)
 
     run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="finetune")
     save_final(accelerator, model, output, tokenizer_dir)
