@@ -27,6 +27,13 @@ def test_simplified_and_script_neutral_text_is_left_as_written(script):
         assert script.model_text(text) == text
 
 
+def test_simplified_text_needs_only_the_standard_to_simplified_tables():
+    fresh = ScriptConverter("tw")  # the other three table sets load on the first text that needs them
+    assert fresh.model_text(WRONG) == WRONG and list(fresh._converters) == ["t2s"]
+    assert fresh.model_text(TRADITIONAL_WRONG) == WRONG
+    assert sorted(fresh._converters) == ["s2t", "t2s", "tw2s"]
+
+
 def test_mixed_text_follows_its_majority_script(script):
     assert script.model_text("这个学校很好，學") == "这个学校很好，學"  # mostly simplified: as written
     assert script.model_text("這個學校很好，学") == "这个学校很好，学"
