@@ -341,8 +341,17 @@ def test_discriminator_layers_keeps_evenly_spaced_layers(tiny_model_dir: Path, t
     twelve, _, _ = load_pair(str(tiny_model_dir))
     twelve.electra.encoder.layer = torch.nn.ModuleList(twelve.electra.encoder.layer[i % 2] for i in range(12))
     assert keep_layers(twelve, 6) == [0, 2, 4, 7, 9, 11]  # first and last kept, evenly between
-    with pytest.raises(ValueError, match="cannot keep 7 of 6"):  # it has 6 now
-        keep_layers(twelve, 7)
+    deeper, _, _ = load_pair(str(tiny_model_dir))
+    assert keep_layers(deeper, 2 * len(deep)) == [i // 2 for i in range(2 * len(deep))]  # each layer twice, in place
+    assert deeper.config.num_hidden_layers == 2 * len(deep)
+    first, copy = deeper.electra.encoder.layer[0], deeper.electra.encoder.layer[1]
+    assert not set(map(id, first.parameters())) & set(map(id, copy.parameters()))  # the repeat trains apart
+    for (name, a), b in zip(first.state_dict().items(), copy.state_dict().values(), strict=True):
+        assert torch.equal(a, deep[0][name]), name
+        branch_output = name.startswith(("attention.output.dense.", "output.dense."))
+        assert torch.equal(b, torch.zeros_like(a) if branch_output else a), name  # its branches start at zero
+    with pytest.raises(ValueError, match="cannot keep 0 of"):
+        keep_layers(twelve, 0)
 
     data = tmp_path / "train.tsv"
     write_pairs(data, toy_pairs())

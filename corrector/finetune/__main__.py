@@ -49,8 +49,9 @@ HELP = {
     "generator_from_discriminator": "start the generator from the discriminator's encoder (full width) instead of "
                                     "the narrower pre-training generator",
     "discriminator_layers": "start from this many of the initial discriminator's layers, evenly spaced from first to "
-                            "last (a faster discriminator; default: all)",
-    "generator_layers": "start from this many of the initial generator's layers, evenly spaced (default: all)",
+                            "last (fewer: faster; more: each layer repeated in place, 0 0 1 1 2 2; default: all)",
+    "generator_layers": "start from this many of the initial generator's layers, evenly spaced, repeated when more "
+                        "(default: all)",
     "freeze_discriminator": "train the generator alone: the discriminator and the shared embeddings stay as they are",
     "seed": "random seed (data order, masking; the dev split too unless --dev-seed)",
 }
