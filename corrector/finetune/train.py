@@ -70,7 +70,8 @@ class FinetuneConfig(LoopConfig):
     # (pretrain.modeling.generator_from_discriminator); no-op when it already has that width.
     generator_from_discriminator: bool = False
     # Start from this many of the initial discriminator's layers, evenly spaced (None: all of them;
-    # pretrain.modeling.keep_layers): a faster discriminator for CPU serving.
+    # pretrain.modeling.keep_layers): fewer for a faster discriminator on the CPU, more (each layer
+    # repeated in place) for a deeper one.
     discriminator_layers: int | None = None
     # The same for the generator: its pass over a sentence cost as much as the discriminator's
     # once that kept six layers (ONNX Runtime, one SIGHAN sentence: 3.7 vs 3.9 ms).
