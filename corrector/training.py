@@ -298,11 +298,13 @@ def save_final(accelerator, model: nn.Module, output: Path, tokenizer_dir: str) 
 
 
 class StepProfiler:
-    """torch.profiler over `steps` optimizer steps from `start`: where a step's time goes (the
-    fine-tune step of the small pair ran ~50 ms for ~9 k tokens on an H200, far above its FLOPs)."""
+    """torch.profiler over `steps` optimizer steps from `start`, written to OUTPUT/profile.txt:
+    where a step's time goes, on the host and on the GPU. It found SDPA's cuDNN planning in the
+    fine-tune (setup_run); what is left there is launch-bound (docs/gpu.md, "Profiled")."""
 
     def __init__(self, output: Path, start: int, steps: int) -> None:
-        self.path, self.start, self.end, self.profile = Path(output) / "profile.txt", start, start + steps, None
+        self.path, self.start, self.end = Path(output) / "profile.txt", start, start + steps
+        self.profile: torch.profiler.profile | None = None
         self.began = 0.0
 
     def before_step(self, step: int) -> None:
@@ -311,20 +313,26 @@ class StepProfiler:
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.profile = torch.profiler.profile(activities=activities)
-            self.profile.__enter__()
+            self.profile.start()
             self.began = time.time()
 
     def after_step(self, step: int) -> None:
-        if self.profile is None or step != self.end:
+        if self.profile is not None and step >= self.end:
+            self.finish(step)
+
+    def finish(self, step: int) -> None:
+        """Write the report of the steps profiled so far (the run may end before `end`)."""
+        if self.profile is None:
             return
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        wall = (time.time() - self.began) / (self.end - self.start)
-        self.profile.__exit__(None, None, None)
+        steps = max(1, step - self.start)
+        wall = (time.time() - self.began) / steps
+        self.profile.stop()
         averages = self.profile.key_averages()
-        tables = [f"{self.end - self.start} steps, {wall * 1000:.1f} ms a step (wall, profiler on)"]
-        for key in ("self_cpu_time_total", "self_cuda_time_total") if torch.cuda.is_available() else ("self_cpu_time_total",):
-            tables.append(f"\n## by {key}\n" + averages.table(sort_by=key, row_limit=40))
+        keys = ["self_cpu_time_total"] + (["self_cuda_time_total"] if torch.cuda.is_available() else [])
+        tables = [f"{steps} steps, {wall * 1000:.1f} ms a step (wall, profiler on)"]
+        tables += [f"\n## by {key}\n" + averages.table(sort_by=key, row_limit=40) for key in keys]
         self.path.write_text("\n".join(tables))
         self.profile = None
 
@@ -385,6 +393,8 @@ def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: B
             accelerator.print(f"stopping at step {step} ({'time limit' if out_of_time else '--stop-at-step'}); "
                               "rerun with --resume to continue")
             break
+    if profiler:
+        profiler.finish(step)
     progress.close()
     return step
 

@@ -639,3 +639,7 @@ def test_profile_steps_writes_where_a_step_spends_its_time(tiny_model_dir: Path,
     report = (out / "profile.txt").read_text()
     assert report.startswith("2 steps, ")  # steps 10-12, after 10 warm ones
     assert "ms a step" in report and "aten::" in report and "self_cpu_time_total" in report
+    short = tmp_path / "short"  # the run ends first: the steps profiled so far are reported
+    train(FinetuneConfig(train=[str(data)], init=str(tiny_model_dir), output=str(short), batch_size=8,
+                         warmup_steps=1, max_steps=13, save_every=100, log_every=5, cpu=True, profile_steps=50))
+    assert (short / "profile.txt").read_text().startswith("3 steps, ")
