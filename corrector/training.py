@@ -308,7 +308,7 @@ class StepProfiler:
         self.began = 0.0
 
     def before_step(self, step: int) -> None:
-        if self.end > self.start and step == self.start and self.profile is None:
+        if step == self.start and self.profile is None:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -355,7 +355,8 @@ def run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order: B
     started = window_start = time.time()
     window_tokens = 0
     model.train()
-    profiler = StepProfiler(output, step + 10, cfg.profile_steps) if accelerator.is_main_process else None
+    profile = cfg.profile_steps > 0 and accelerator.is_main_process
+    profiler = StepProfiler(output, step + 10, cfg.profile_steps) if profile else None
     while step < cfg.max_steps:
         if profiler:
             profiler.before_step(step)

@@ -120,19 +120,16 @@ def keep_layers(model: ElectraForPreTraining | ElectraForMaskedLM, layers: int) 
     if layers < 1:
         raise ValueError(f"cannot keep {layers} of {len(blocks)} layers")
     kept = [len(blocks) - 1] if layers == 1 else [round(i * (len(blocks) - 1) / (layers - 1)) for i in range(layers)]
-    seen: set[int] = set()
     chosen = []
-    for i in kept:
-        if i in seen:
-            repeat = copy.deepcopy(blocks[i])
+    for n, i in enumerate(kept):  # `kept` never decreases: a repeat follows its original
+        block = blocks[i]
+        if n and kept[n - 1] == i:
+            block = copy.deepcopy(block)
             with torch.no_grad():
-                for projection in (repeat.attention.output.dense, repeat.output.dense):
+                for projection in (block.attention.output.dense, block.output.dense):
                     projection.weight.zero_()
                     projection.bias.zero_()
-            chosen.append(repeat)
-        else:
-            chosen.append(blocks[i])
-        seen.add(i)
+        chosen.append(block)
     model.electra.encoder.layer = nn.ModuleList(chosen)
     model.config.num_hidden_layers = layers
     return kept

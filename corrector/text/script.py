@@ -63,8 +63,10 @@ class ScriptConverter:
         if converter is None:
             import opencc
 
-            with self._lock:
-                converter = self._converters.setdefault(config, opencc.OpenCC(config))
+            with self._lock:  # one load per table set, whichever thread asks first
+                converter = self._converters.get(config)
+                if converter is None:
+                    converter = self._converters[config] = opencc.OpenCC(config)
         return converter
 
     def to_simplified(self, text: str) -> str:
