@@ -100,22 +100,27 @@ class GeneratorPass:
     def confusion_margins(self, rows: torch.Tensor, index: torch.Tensor, written_ids: torch.Tensor,
                           candidate_ids: list[np.ndarray], output_layer: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Per character n: the largest logit among `candidate_ids[n]` (its confusion set) minus
-        the written character's, -inf where the set is empty. Only those rows of the output layer
-        are read, not the whole vocabulary: 30-110 per character instead of ~21,000."""
+        the written character's, -inf where the set is empty. Only the output layer's rows of the
+        batch's distinct written and confusable characters are read, not the whole vocabulary.
+
+        Why one product with those rows: the sets of a batch's characters overlap (a batch of 32
+        SIGHAN sentences reads ~35,000 set entries), so every character's logit against every
+        distinct row costs fewer bytes moved than gathering one weight row and one state per entry
+        (batch 32: 11-14 vs 30-37 ms, batch 8: 2.3 vs 3.8 ms; one thread)."""
         weight, bias = output_layer
         states = self.states(rows, index).float().cpu()
-        site = torch.from_numpy(np.repeat(np.arange(len(candidate_ids)), [len(ids) for ids in candidate_ids]))
-        targets = torch.from_numpy(np.concatenate(candidate_ids)) if len(site) else torch.zeros(0, dtype=torch.long)
-        written = _row_dots(states, weight, written_ids) + bias.index_select(0, written_ids)
-        logits = _row_dots(states.index_select(0, site), weight, targets) + bias.index_select(0, targets)
-        best = torch.full((len(candidate_ids),), float("-inf")).scatter_reduce(0, site, logits, "amax")
+        sites = len(candidate_ids)
+        sizes = [len(ids) for ids in candidate_ids]
+        if not sum(sizes):
+            return torch.full((sites,), float("-inf"))
+        site = np.repeat(np.arange(sites), sizes)
+        distinct, column = np.unique(np.concatenate([written_ids.numpy(), *candidate_ids]), return_inverse=True)
+        ids = torch.from_numpy(distinct)
+        logits = torch.addmm(bias.index_select(0, ids), states, weight.index_select(0, ids).t()).view(-1)
+        written = logits[torch.from_numpy(np.arange(sites) * len(distinct) + column[:sites])]
+        confusable = logits[torch.from_numpy(site * len(distinct) + column[sites:])]
+        best = torch.full((sites,), float("-inf")).scatter_reduce(0, torch.from_numpy(site), confusable, "amax")
         return best - written
-
-
-def _row_dots(states: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """states[n] . weight[ids[n]] for every n, as one batched product (half the time of
-    multiply-and-sum on ~10^4 rows: no (N, E) product is materialised)."""
-    return torch.bmm(states.unsqueeze(1), weight.index_select(0, ids).unsqueeze(2)).view(-1)
 
 
 def output_layer(generator: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
