@@ -173,3 +173,21 @@ def test_context_count_array_matches_one_at_a_time(table):
     expected = [table.context_count(*sites[n], target) for n, target in zip(site_of, targets, strict=True)]
     assert table.context_count_array(sites, site_of, targets).tolist() == [list(map(float, e)) for e in expected]
     assert table.context_count_array(sites, [], []).shape == (0, 2)
+
+
+def test_a_second_load_reads_the_parsed_table_from_the_user_cache(table, tmp_path, monkeypatch):
+    monkeypatch.setenv("ELECTRA_CSC_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / FILENAME
+    table.save(path)
+    first = ErrorPairs.load(path)
+    entries = list((tmp_path / "cache").glob("error-pairs-*.bin"))
+    assert len(entries) == 1
+    second = ErrorPairs.load(path)
+    for loaded in (first, second):
+        assert (loaded.pair_counts, loaded.char_counts, loaded.context_counts, loaded.bigram_counts) == (
+            table.pair_counts, table.char_counts, table.context_counts, table.bigram_counts)
+        assert loaded.context_flag("他因该来", 1, 1, 0.1) == table.context_flag("他因该来", 1, 1, 0.1)
+    entries[0].write_bytes(b"not a cache entry")  # corrupt: rebuilt from the file
+    assert ErrorPairs.load(path).pair_counts == table.pair_counts
+    ErrorPairs.count([("张三", "李三")]).save(path)  # another table: another key, never the stale entry
+    assert ErrorPairs.load(path).pair_counts == {"张": {"李": 1}}

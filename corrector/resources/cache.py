@@ -1,6 +1,6 @@
 """The user cache directory and binary cache entries in it: what start-up would otherwise rebuild
 in every process (jieba's dictionaries, text/protection.py; the ONNX encoder graphs,
-runtime/onnx_encoder.py). The confusion tables' JSON caches live here too (confusion.py).
+runtime/onnx_encoder.py; the parsed error-pair table, error_pairs.py). The confusion tables' JSON caches live here too (confusion.py).
 
 An entry is `cache_dir()/NAME-KEY.bin`, KEY a hash of everything the value is built from, so a
 changed input is a new file, never a stale hit. It holds a checksum of its payload: a corrupt or
