@@ -2,7 +2,8 @@
 passes are put together.
 
 * `winners`: per position the best candidate (a word candidate wins all its positions or none);
-* `accepted_edits`: the winners whose confidence reaches the edit threshold, as `Edit`s;
+* `accepted_edits`: the winners whose confidence reaches the edit threshold (a lower one for
+  a winner that completes an idiom), as `Edit`s;
 * `restore_script`: a traditional text's edits written back in its script (text/script.py);
 * `limit_edits`: the max-edits guard, the most confident edits of each sentence;
 * `merge_passes`: the edits of the two correction passes as edits of the text as written.
@@ -17,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .resources.confusion import kind_of
+from .resources.idioms import shared_idioms
 from .result import Edit, Result
 from .scored import ScoredBatch
 from .text.script import ScriptConverter
@@ -52,15 +54,20 @@ def winners(position: np.ndarray, group: np.ndarray, score: np.ndarray) -> list[
     return sorted(chosen)
 
 
-def accepted_edits(scored: ScoredBatch, threshold: float) -> dict[int, list[Edit]]:
+def accepted_edits(scored: ScoredBatch, threshold: float, idiom_threshold: float | None = None) -> dict[int, list[Edit]]:
     """{batch row: its edits}: the winners with confidence >= `threshold`, at their offsets in
-    the text (confidence rounded to 4 places)."""
+    the text (confidence rounded to 4 places). With `idiom_threshold`, also the winners from a
+    confusion set that reach it and complete a four-character idiom the text breaks
+    (resources/idioms.py: 迫不急待 -> 迫不及待 at 0.30)."""
     sites, cands, confidence = scored.sites, scored.cands, scored.confidence
     accepted: dict[int, list[Edit]] = {}
     for k in scored.best:
-        if float(confidence[k]) < threshold:
-            continue
         n = int(cands.position[k])
+        if float(confidence[k]) < threshold and not (
+                idiom_threshold is not None and float(confidence[k]) >= idiom_threshold and int(cands.relation[k])
+                and shared_idioms().completes(sites.texts[sites.group[sites.rows[n]].text_index], sites.offsets[n],
+                                              scored.targets[k])):
+            continue
         accepted.setdefault(sites.rows[n], []).append(Edit(
             position=sites.offsets[n],
             source=sites.chars[n],

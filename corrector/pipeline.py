@@ -276,13 +276,14 @@ class Corrector:
         model_texts = self._model_texts(texts)
         # -inf: a detection threshold every position passes
         detection_threshold = -math.inf if only is not None else self.scorer.detection_threshold
+        idiom_threshold = self.scorer.idiom_threshold(threshold)
 
         def run_batch(group: list[Item]) -> list[tuple[Item, list[Edit]]]:
             scored = self._score_batch(model_texts, group, detection_threshold)
             if scored is None:
                 return []
             return [(group[row], self._guarded_edits(model_texts, texts, group[row], edits))
-                    for row, edits in accepted_edits(scored, threshold).items()]
+                    for row, edits in accepted_edits(scored, threshold, idiom_threshold).items()]
 
         edits: list[list[Edit]] = [[] for _ in texts]
         for item, accepted in self._run(model_texts, batch_size, run_batch, originals=texts, only=only):

@@ -93,6 +93,10 @@ class Scorer:
     # A written particle (的/地/得) is examined too when the model's particle classifier gives
     # another particle at least this much more log-probability (particles.py); None: no such flags.
     particle_flag_gain: float | None = None
+    # A winning candidate from a confusion set that completes a four-character idiom the text
+    # breaks (resources/idioms.py) is accepted from this share of the edit threshold on; None:
+    # the edit threshold for all.
+    idiom_threshold_factor: float | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -108,6 +112,10 @@ class Scorer:
         self.vector = torch.tensor([float(self.weights.get(name, 0.0)) for name in FEATURES])
         self._mlp = _Network(self.mlp, "mlp") if self.mlp is not None else None
         self._prior = _Network(self.prior, "prior") if self.prior is not None else None
+
+    def idiom_threshold(self, threshold: float) -> float | None:
+        """The edit threshold of a winner that completes an idiom, for edit threshold `threshold`."""
+        return None if self.idiom_threshold_factor is None else threshold * self.idiom_threshold_factor
 
     def uses(self, feature: str) -> bool:
         """Whether the score depends on `feature` (the pipeline skips work for unused ones)."""
@@ -143,6 +151,8 @@ class Scorer:
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
             context_flag_rate=None if config.get("context_flag_rate") is None else float(config["context_flag_rate"]),
             particle_flag_gain=None if config.get("particle_flag_gain") is None else float(config["particle_flag_gain"]),
+            idiom_threshold_factor=None if config.get("idiom_threshold_factor") is None
+            else float(config["idiom_threshold_factor"]),
         )
 
     def to_config(self) -> dict:
@@ -161,6 +171,8 @@ class Scorer:
             config["context_flag_rate"] = self.context_flag_rate
         if self.particle_flag_gain is not None:
             config["particle_flag_gain"] = self.particle_flag_gain
+        if self.idiom_threshold_factor is not None:
+            config["idiom_threshold_factor"] = self.idiom_threshold_factor
         if self.mlp is not None:
             config["mlp"] = self.mlp
         if self.prior is not None:

@@ -1,0 +1,65 @@
+"""Idioms (resources/idioms.py): when a correction completes a four-character phrase, and the
+lower edit threshold the acceptance stage gives such a winner (Scorer.idiom_threshold_factor)."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrector.resources.idioms import MIN_FREQ, MIN_WORD_FREQ, Idioms
+from corrector.runtime.models import DEFAULT_MODEL_DIR
+from corrector.scoring import Scorer
+
+PHRASES = {"迫不及待": 303, "一鼓作气": 88, "罕见成语": MIN_FREQ - 1}
+WORDS = {**PHRASES, "迫不急待": 3, "所谓": 500, "也就是说": 400, "大使": 300, "常见说法": 2_000}
+
+
+@pytest.fixture
+def idioms() -> Idioms:
+    return Idioms(PHRASES, WORDS)
+
+
+def test_a_character_that_completes_a_broken_idiom(idioms):
+    assert idioms.completes("他迫不急待地打开了礼物。", 3, "及")
+    assert idioms.completes("我们要一股作气完成任务。", 4, "鼓")
+    assert not idioms.completes("他迫不急待地打开了礼物。", 3, "急")  # the written character
+    assert not idioms.completes("他迫不急待地打开了礼物。", 3, "即")  # no phrase
+    assert not idioms.completes("罕见成与", 3, "语")  # phrases rarer than MIN_FREQ do not count
+
+
+def test_no_completion_where_the_window_already_reads_well(idioms):
+    # The window is a phrase itself, or a common word: not 10x rarer than the phrase.
+    assert not Idioms({"迫不及待": 303, "迫不急待": 300}, WORDS).completes("迫不急待", 2, "及")
+    assert not Idioms({"常见说话": 100}, WORDS).completes("常见说法", 3, "话")
+
+
+def test_a_character_inside_a_word_across_the_window_is_left_alone():
+    idioms = Idioms({"也就是说": 400}, WORDS)
+    assert not idioms.completes("也就是所谓的", 3, "说")  # 所 belongs to 所谓
+    assert idioms.completes("也就是所，", 3, "说")
+    assert MIN_WORD_FREQ <= WORDS["所谓"]
+
+
+def test_windows_outside_chinese_text_are_ignored(idioms):
+    assert not idioms.completes("迫不急", 2, "及")  # too short
+    assert not idioms.completes("迫不急2", 2, "及")
+
+
+def test_the_factor_round_trips_through_scorer_json():
+    scorer = Scorer.from_config({"idiom_threshold_factor": 0.4, "threshold": 0.7})
+    assert scorer.idiom_threshold(0.7) == pytest.approx(0.28)
+    assert Scorer.from_config(scorer.to_config()).idiom_threshold_factor == 0.4
+    assert Scorer.from_config({}).idiom_threshold(0.7) is None
+
+
+@pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "scorer.json").exists(), reason="the shipped model is not in data/model")
+def test_the_shipped_corrector_completes_an_idiom_under_its_edit_threshold(shipped_corrector):
+    from corrector import Corrector
+
+    text = "他迫不急待地打开了礼物。"
+    scorer = shipped_corrector.scorer.to_config()
+    off = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": None})
+    on = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": 0.4})
+    assert off.correct(text).target == text  # 急 -> 及 scores ~0.3, under the edit threshold
+    edit, = on.correct(text).edits
+    assert (edit.position, edit.source, edit.target) == (3, "急", "及") and edit.confidence < on.threshold
+    assert on.correct("我们明天讨论这个问题。").target == "我们明天讨论这个问题。"
