@@ -63,19 +63,26 @@ def accepted_edits(scored: ScoredBatch, threshold: float, idiom_threshold: float
     accepted: dict[int, list[Edit]] = {}
     for k in scored.best:
         n = int(cands.position[k])
-        if float(confidence[k]) < threshold and not (
-                idiom_threshold is not None and float(confidence[k]) >= idiom_threshold and int(cands.relation[k])
-                and shared_idioms().completes(sites.texts[sites.group[sites.rows[n]].text_index], sites.offsets[n],
-                                              scored.targets[k])):
+        score = float(confidence[k])
+        if score < threshold and not (idiom_threshold is not None and score >= idiom_threshold
+                                      and _completes_idiom(scored, k, n)):
             continue
         accepted.setdefault(sites.rows[n], []).append(Edit(
             position=sites.offsets[n],
             source=sites.chars[n],
             target=scored.targets[k],
-            confidence=round(float(confidence[k]), 4),
+            confidence=round(score, 4),
             kind=kind_of(int(cands.relation[k])),
         ))
     return accepted
+
+
+def _completes_idiom(scored: ScoredBatch, k: int, n: int) -> bool:
+    """Whether candidate k (at flagged position n) comes from a confusion set and completes a
+    four-character idiom that its text, as written, breaks."""
+    sites = scored.sites
+    text = sites.texts[sites.group[sites.rows[n]].text_index]
+    return bool(int(scored.cands.relation[k])) and shared_idioms().completes(text, sites.offsets[n], scored.targets[k])
 
 
 def restore_script(script: ScriptConverter, original: str, text: str, chunk: Chunk, edits: list[Edit]) -> list[Edit]:
