@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .resources.confusion import kind_of
-from .resources.idioms import shared_idioms
+from .resources.idioms import completes_idiom
 from .result import Edit, Result
 from .scored import ScoredBatch
 from .text.script import ScriptConverter
@@ -82,7 +82,7 @@ def _completes_idiom(scored: ScoredBatch, k: int, n: int) -> bool:
     four-character idiom that its text, as written, breaks."""
     sites = scored.sites
     text = sites.texts[sites.group[sites.rows[n]].text_index]
-    return bool(int(scored.cands.relation[k])) and shared_idioms().completes(text, sites.offsets[n], scored.targets[k])
+    return completes_idiom(text, sites.offsets[n], scored.targets[k], kind_of(int(scored.cands.relation[k])))
 
 
 def restore_script(script: ScriptConverter, original: str, text: str, chunk: Chunk, edits: list[Edit]) -> list[Edit]:

@@ -63,3 +63,22 @@ def test_the_shipped_corrector_completes_an_idiom_under_its_edit_threshold(shipp
     edit, = on.correct(text).edits
     assert (edit.position, edit.source, edit.target) == (3, "急", "及") and edit.confidence < on.threshold
     assert on.correct("我们明天讨论这个问题。").target == "我们明天讨论这个问题。"
+
+
+def test_a_threshold_sweep_keeps_idiom_completions_as_the_corrector_does():
+    # A sweep re-filters one threshold-0 run; with the idiom rule that equals running at each
+    # threshold only if the filter applies the rule too (resources.idioms.passes_threshold).
+    from corrector.datasets import Example
+    from corrector.evaluation.sweep import sweep
+    from corrector.result import Edit, Result
+
+    source, target = "他迫不急待地打开了礼物。", "他迫不及待地打开了礼物。"
+    idiom = Result.applying(source, [Edit(3, "急", "及", 0.3, "pinyin")])
+    other = Result.applying(source, [Edit(3, "急", "及", 0.3, "other")])  # no confusion relation
+    example = Example(source, target, "1", 1)
+
+    def f1(result: Result, factor: float | None) -> float:
+        return sweep([example], [result], [0.72], idiom_factor=factor)[0].value("sentence.correction.f1")
+
+    assert f1(idiom, 0.4) == 1.0  # 0.3 >= 0.4 x 0.72
+    assert f1(idiom, None) == 0.0 and f1(idiom, 0.45) == 0.0 and f1(other, 0.4) == 0.0  # 0.3 < 0.324

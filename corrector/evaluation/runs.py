@@ -15,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..datasets import Example
+from ..resources.idioms import passes_threshold
 from ..result import Edit, Result
 from .metrics import Judgement, Scores, drop_de_edits, judge, score_judgements
 
@@ -94,8 +95,11 @@ def run_system(
     return results, timing
 
 
-def apply_edits(source: str, edits: list[Edit], threshold: float | None = None) -> tuple[str, list[str]]:
-    """`source` with the edits whose confidence is >= `threshold` applied (all edits when None).
+def apply_edits(source: str, edits: list[Edit], threshold: float | None = None,
+                idiom_factor: float | None = None) -> tuple[str, list[str]]:
+    """`source` with the edits whose confidence is >= `threshold` applied (all edits when None);
+    with `idiom_factor` (`Scorer.idiom_threshold_factor`) also those that complete an idiom from
+    `idiom_factor` x `threshold` on, as the corrector accepts them (resources/idioms.py).
 
     Returns the text and a message for every edit that could not be applied (outside the text,
     not matching the source character, or not a single character).
@@ -103,7 +107,8 @@ def apply_edits(source: str, edits: list[Edit], threshold: float | None = None) 
     chars = list(source)
     problems = []
     for edit in edits:
-        if threshold is not None and edit.confidence < threshold:
+        if threshold is not None and not passes_threshold(
+                source, edit, threshold, None if idiom_factor is None else threshold * idiom_factor):
             continue
         if (
             not 0 <= edit.position < len(chars)
@@ -116,8 +121,10 @@ def apply_edits(source: str, edits: list[Edit], threshold: float | None = None) 
     return "".join(chars), problems
 
 
-def prediction_of(source: str, result: Result, threshold: float | None = None) -> tuple[str, list[str]]:
-    """The prediction to score: the system's own target, or its edits re-filtered at `threshold`.
+def prediction_of(source: str, result: Result, threshold: float | None = None,
+                  idiom_factor: float | None = None) -> tuple[str, list[str]]:
+    """The prediction to score: the system's own target, or its edits re-filtered at `threshold`
+    (`apply_edits`).
 
     Without a threshold the system's `target` is taken as is (what a user gets), unless its length
     differs from the source, in which case the edits are applied instead and that is reported.
@@ -129,7 +136,7 @@ def prediction_of(source: str, result: Result, threshold: float | None = None) -
         return prediction, [
             f"target length {len(result.target)} != source length {len(source)}; used edits"
         ] + problems
-    return apply_edits(source, result.edits, threshold)
+    return apply_edits(source, result.edits, threshold, idiom_factor)
 
 
 @dataclass
@@ -148,13 +155,14 @@ def score_results(
     results: list[Result],
     threshold: float | None = None,
     ignore_de: bool = False,
+    idiom_factor: float | None = None,
 ) -> tuple[list[Outcome], Scores]:
-    """Judge every same-length example's prediction and aggregate the scores."""
+    """Judge every same-length example's prediction (`prediction_of`) and aggregate the scores."""
     if len(examples) != len(results):
         raise ValueError(f"{len(examples)} examples but {len(results)} results")
     outcomes = []
     for example, result in zip(examples, results, strict=True):
-        prediction, problems = prediction_of(example.source, result, threshold)
+        prediction, problems = prediction_of(example.source, result, threshold, idiom_factor)
         if ignore_de and len(prediction) == len(example.source):
             prediction = drop_de_edits(example.source, prediction)
         judgement = None

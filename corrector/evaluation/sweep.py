@@ -3,7 +3,10 @@
 Running the system once with threshold 0 keeps every edit it would make at any threshold, each
 with its confidence; the prediction at threshold t applies only the edits with confidence >= t.
 That equals running the system at t as long as the system's threshold is a plain per-edit
-confidence cut-off, and costs one model pass instead of one per threshold.
+confidence cut-off — or, for a corrector whose scorer accepts idiom completions from a share of
+the threshold (`idiom_factor`, `Scorer.idiom_threshold_factor`), as long as the filter applies the
+same rule (`resources.idioms.passes_threshold`) — and costs one model pass instead of one per
+threshold.
 
 The F1-best threshold (by default on sentence-level correction F1, standard protocol) can be
 saved as a small JSON file (`write_calibration`) that the corrector can load as its default
@@ -58,12 +61,14 @@ def sweep(
     results: Sequence[Result],
     thresholds: Sequence[float] | None = None,
     ignore_de: bool = False,
+    idiom_factor: float | None = None,
 ) -> list[SweepPoint]:
     """Score the results of one threshold-0 run at every threshold."""
     thresholds = list(thresholds) if thresholds is not None else default_thresholds()
     points = []
     for threshold in sorted(thresholds):
-        _, scores = score_results(list(examples), list(results), threshold=threshold, ignore_de=ignore_de)
+        _, scores = score_results(list(examples), list(results), threshold=threshold, ignore_de=ignore_de,
+                                  idiom_factor=idiom_factor)
         points.append(SweepPoint(threshold, scores.to_dict()))
     return points
 
@@ -142,16 +147,17 @@ def sweep_datasets(
     metric: str = DEFAULT_METRIC,
     ignore_de: bool = False,
     model: str | None = None,
+    idiom_factor: float | None = None,
 ) -> SweepResult:
     """Sweep each data set's threshold-0 results and all of them pooled (the "all" curve)."""
     curves: dict[str, list[SweepPoint]] = {}
     pooled_examples: list[Example] = []
     pooled_results: list[Result] = []
     for name, (examples, results) in named_results.items():
-        curves[name] = sweep(examples, results, thresholds, ignore_de)
+        curves[name] = sweep(examples, results, thresholds, ignore_de, idiom_factor)
         pooled_examples.extend(examples)
         pooled_results.extend(results)
-    curves["all"] = sweep(pooled_examples, pooled_results, thresholds, ignore_de)
+    curves["all"] = sweep(pooled_examples, pooled_results, thresholds, ignore_de, idiom_factor)
     return SweepResult(system, metric, curves, model=model, info={"ignore_de": ignore_de})
 
 
@@ -166,8 +172,8 @@ def calibrate(
     model: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Run `system` once per data set at threshold 0 (one pass: `single_pass`) and sweep;
-    `.best.threshold` is the answer."""
+    """Run `system` once per data set at threshold 0 (one pass: `single_pass`) and sweep, with the
+    system's own idiom rule (`idiom_factor_of`); `.best.threshold` is the answer."""
     named_results = {}
     swept = single_pass(system)
     for name, examples in datasets.items():
@@ -180,7 +186,13 @@ def calibrate(
             desc=f"{system_name} · {name} · sweep",
         )
         named_results[name] = (examples, results)
-    return sweep_datasets(named_results, system_name, thresholds, metric, ignore_de, model)
+    return sweep_datasets(named_results, system_name, thresholds, metric, ignore_de, model, idiom_factor_of(system))
+
+
+def idiom_factor_of(system) -> float | None:
+    """The share of its edit threshold from which `system` (a Corrector) accepts idiom
+    completions (`Scorer.idiom_threshold_factor`); None for any other system."""
+    return getattr(getattr(system, "scorer", None), "idiom_threshold_factor", None)
 
 
 def single_pass(system):

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from ..datasets import Example, read_dataset
 from ..evaluation.runs import run_system
-from ..evaluation.sweep import best_point, single_pass, sweep
+from ..evaluation.sweep import best_point, idiom_factor_of, single_pass, sweep
 from ..evaluation.sweep import calibrate as sweep_threshold
 from ..features import FEATURES, WORD_FEATURES
 from ..pipeline import Corrector, CorrectorConfig
@@ -329,7 +329,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
                    rate: float | None) -> Corrector:
         return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
                                          "generator_flag_lm_weight": weight, "context_flag_rate": rate,
-                                         **particle_flags(bundle)},
+                                         "idiom_threshold_factor": IDIOM_THRESHOLD_FACTOR, **particle_flags(bundle)},
                          detection_threshold=detection_threshold,
                          config=CorrectorConfig(generator_input=corrector.generator_input))
 
@@ -506,11 +506,12 @@ class HalfScore:
 
 
 def _part_point(examples, outputs, indices: Sequence[int], members: Mapping[str, Sequence[bool]],
-                thresholds: Sequence[float], max_clean_fpr: float | None = None):
+                thresholds: Sequence[float], max_clean_fpr: float | None = None, idiom_factor: float | None = None):
     """The operating point of the sentences `indices` split into parts: chosen among `thresholds`
     under `max_clean_fpr`, or (None) the first threshold's figures."""
     curves = {name: sweep([examples[i] for i in indices if member[i]], [outputs[i] for i in indices if member[i]],
-                          thresholds) for name, member in members.items() if any(member[i] for i in indices)}
+                          thresholds, idiom_factor=idiom_factor)
+              for name, member in members.items() if any(member[i] for i in indices)}
     return choose_all(curves)[0] if max_clean_fpr is None else choose(curves, max_clean_fpr=max_clean_fpr)
 
 
@@ -532,23 +533,25 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         return None
     trial = make_trial(Scorer.fit([candidates[k].features for k in picked], fit_labels, **fit_options))
     results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
+    idioms = idiom_factor_of(trial)
     fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
     test_idx = [i for i in range(len(examples)) if half_of[i] != fit_half]
     if objective is None:
-        tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS)).threshold
+        tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS,
+                                 idiom_factor=idioms)).threshold
     else:
-        tuned = _part_point(examples, results, fit_idx, objective[0], EDIT_THRESHOLDS, objective[1]).threshold
+        tuned = _part_point(examples, results, fit_idx, objective[0], EDIT_THRESHOLDS, objective[1], idioms).threshold
     subset_idx = {name: [i for i in test_idx if member[i]] for name, member in (subsets or {}).items()}
     subset_idx = {name: indices for name, indices in subset_idx.items() if indices}
 
     def f1(indices: Sequence[int], outputs) -> float:
-        return sweep([examples[i] for i in indices], [outputs[i] for i in indices], [tuned])[0].value(
-            "sentence.correction.f1")
+        return sweep([examples[i] for i in indices], [outputs[i] for i in indices], [tuned],
+                     idiom_factor=idioms)[0].value("sentence.correction.f1")
 
     def macro(outputs) -> tuple[float | None, float | None]:
         if objective is None:
             return None, None
-        point = _part_point(examples, outputs, test_idx, objective[0], [tuned])
+        point = _part_point(examples, outputs, test_idx, objective[0], [tuned], idiom_factor=idioms)
         return point.macro_f1, point.clean_fpr
 
     one = f1(test_idx, results)

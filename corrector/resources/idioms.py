@@ -25,11 +25,16 @@ proposes. The acceptance stage uses it only for the candidates the pipeline did 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..text.protection import ensure_jieba
 from ..text.tokenization import is_cjk
+
+if TYPE_CHECKING:
+    from ..result import Edit
 
 IDIOM_TAGS = frozenset({"i", "l"})
 MIN_FREQ = 30
@@ -94,3 +99,20 @@ def shared_idioms() -> Idioms:
             if _shared is None:
                 _shared = Idioms.from_jieba()
     return _shared
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def completes_idiom(text: str, position: int, target: str, kind: str) -> bool:
+    """Whether an edit of `kind` ("pinyin", "shape" or "other": `confusion.kind_of`) writing
+    `target` at `position` completes a four-character idiom that `text`, as written, breaks. Only
+    a confusion-set correction counts (kind "pinyin" or "shape"). Memoised: a threshold sweep asks
+    again for every threshold."""
+    return kind != "other" and shared_idioms().completes(text, position, target)
+
+
+def passes_threshold(text: str, edit: Edit, threshold: float, idiom_threshold: float | None) -> bool:
+    """Whether the corrector makes `edit` of `text` at this edit threshold (and idiom threshold,
+    `Scorer.idiom_threshold`): what a threshold-0 run's edits keep when re-filtered at `threshold`
+    (evaluation/sweep.py), so that a sweep equals running at each threshold."""
+    return edit.confidence >= threshold or (idiom_threshold is not None and edit.confidence >= idiom_threshold
+                                            and completes_idiom(text, edit.position, edit.target, edit.kind))
