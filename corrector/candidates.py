@@ -160,6 +160,7 @@ def propose(
     vocab_confusion: VocabConfusion,
     config: CandidateConfig,
     lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    pinned: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> Candidates:
     """The candidates of each flagged position n (rows of `log_probs`), most plausible first.
 
@@ -167,7 +168,8 @@ def propose(
     (with `lm_gains`, every confusable character; without, those the generator gives at least
     `min_confusion_prob`). `lm_gains(position, target_ids)` gives the n-gram gain of each
     (position, candidate) pair. Then at most `max_candidates` per position are kept, ranked by
-    the estimate of `CandidateConfig`. All on flat arrays: one entry per (position, candidate).
+    the estimate of `CandidateConfig`, except that the entries `pinned(position, target_ids)`
+    marks are always kept (ranked first). All on flat arrays: one entry per (position, candidate).
     """
     allowed, top_ids = view.allowed, view.top_ids  # top_ids: config.top_k + 1 (the source may be one)
     n_positions, vocab = allowed.shape
@@ -196,6 +198,8 @@ def propose(
     gen_lp = allowed[position, target]
     lm = lm_gains(position, target) if lm_gains is not None and len(position) else np.zeros(len(position))
     estimate = config.rank_gen_weight * gen_lp + lm + config.rank_pair_weight * np.log1p(pair_count)
+    if pinned is not None and len(position):
+        estimate = np.where(pinned(position, target), np.inf, estimate)
     order = np.lexsort((-estimate, position))
     counts = np.bincount(position, minlength=n_positions)
     rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[position[order]]

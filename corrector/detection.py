@@ -16,6 +16,8 @@
 4. Particle flags (`particle_flag_gain`): a written 的/地/得 where the model's particle classifier
    prefers another particle by more than that gain. Of the dev split's 67 particle errors, the
    other rules left most of those the corrector missed unexamined or unsure.
+5. Idiom flags (`idiom_threshold_factor`): a character where a confusable one completes a
+   four-character idiom the text breaks (resources/idioms.py).
 
 The result is the batch's `Sites`: its flagged positions, what every later stage reads.
 """
@@ -31,6 +33,8 @@ import torch
 
 from .candidates import VocabConfusion
 from .chunking import Item
+from .resources.confusion import kind_of
+from .resources.idioms import idiom_fixes
 from .resources.particles import PARTICLE_INDEX
 from .runtime.models import ModelBundle
 from .runtime.passes import Batch, GeneratorPass, output_layer, reads_positions
@@ -127,6 +131,8 @@ class Detector:
             flagged |= self._context_flags(texts, group, editable & ~flagged)
         if scorer.particle_flag_gain is not None and bundle.particles is not None:
             flagged |= self._particle_flags(texts, group, editable & ~flagged)
+        if scorer.idiom_threshold_factor is not None:
+            flagged |= self._idiom_flags(texts, group, editable & ~flagged)
         rows_t, index_t = flagged.nonzero(as_tuple=True)
         if len(rows_t) == 0:
             return None
@@ -201,4 +207,23 @@ class Detector:
             gains = self.bundle.particles.best_other_gain(sites)
             for (row, index), gain in zip(cells, gains.tolist(), strict=True):
                 flags[row, index] = gain > self.scorer.particle_flag_gain
+        return flags
+
+    def _idiom_flags(self, texts, group: list[Item], candidates: torch.Tensor) -> torch.Tensor:
+        """(B, L) bool: the `candidates` characters where a character of the same or a similar
+        sound or shape completes a four-character idiom the text breaks (resources/idioms.py;
+        on with the scorer's `idiom_threshold_factor`): 一股作气 -> 一鼓作气, whose 股 no other
+        rule examines."""
+        flags = torch.zeros_like(candidates)
+        relation = self.vocab_confusion.confusion.relation
+        for row, it in enumerate(group):
+            text = texts[it.text_index]
+            fixes = idiom_fixes(text)
+            if not fixes:
+                continue
+            for index, offset in enumerate(it.offsets):
+                chars = fixes.get(offset)
+                if chars and bool(candidates[row, index]) and any(
+                        kind_of(relation(text[offset], char)) != "other" for char in chars):
+                    flags[row, index] = True
         return flags

@@ -193,7 +193,8 @@ class Corrector:
             self.homophones = HomophoneWords.build(self.confusion, self.config.words.min_freq)
         self.detector = Detector(bundle, self.scorer, self.vocab_confusion, self.vocab_to_lm, self.generator_input)
         self.proposer = Proposer(bundle, self.config.candidates, self.vocab_confusion, self.cjk_bias, self.vocab_to_lm,
-                                 self.generator_input, self.homophones, self.confusion, self.config.words)
+                                 self.generator_input, self.homophones, self.confusion, self.config.words,
+                                 idioms=self.scorer.idiom_threshold_factor is not None)
         self.featurizer = Featurizer(bundle, self.words, self.vocab_to_lm, self.config.proper_noun_hmm)
 
     def _start_workers(self) -> None:

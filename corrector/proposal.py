@@ -11,6 +11,7 @@ from .candidates import CandidateConfig, Candidates, GeneratorView, VocabConfusi
 from .detection import Sites
 from .resources.confusion import ConfusionSet
 from .resources.homophones import HomophoneWords, WordConfig, propose_words
+from .resources.idioms import idiom_fixes
 from .runtime.models import ModelBundle
 from .runtime.passes import Batch, generator_log_probs
 
@@ -21,7 +22,7 @@ class Proposer:
     def __init__(self, bundle: ModelBundle, config: CandidateConfig, vocab_confusion: VocabConfusion,
                  cjk_bias: torch.Tensor, vocab_to_lm: np.ndarray | None, generator_input: str,
                  homophones: HomophoneWords | None = None, confusion: ConfusionSet | None = None,
-                 words: WordConfig | None = None) -> None:
+                 words: WordConfig | None = None, idioms: bool = False) -> None:
         self.bundle = bundle
         self.config = config
         self.vocab_confusion = vocab_confusion
@@ -31,6 +32,7 @@ class Proposer:
         self.homophones = homophones  # None: no word candidates
         self.confusion = confusion
         self.words = words or WordConfig()
+        self.idioms = idioms  # keep the characters that complete an idiom under the cap (resources/idioms.py)
 
     def __call__(self, batch: Batch, sites: Sites) -> Candidates:
         bundle = self.bundle
@@ -48,10 +50,25 @@ class Proposer:
                 return bundle.ngram.site_gains(pairs, position, self.vocab_to_lm[target_ids])
 
         view = GeneratorView.of(log_probs, sites.source_ids, self.cjk_bias, self.config.top_k + 1)
-        cands = propose(view, sites.source_ids, sites.chars, self.vocab_confusion, self.config, lm_gains=lm_gains)
+        cands = propose(view, sites.source_ids, sites.chars, self.vocab_confusion, self.config, lm_gains=lm_gains,
+                        pinned=self._idiom_pins(sites) if self.idioms else None)
         if self.homophones is not None:
             cands = cands.extended(self._word_candidates(sites, view, lm_gains))
         return cands
+
+    def _idiom_pins(self, sites: Sites):
+        """`propose`'s `pinned`: the candidates that complete an idiom the text breaks, or None
+        where no flagged position has one."""
+        fixes = [idiom_fixes(text).get(offset) for text, offset in sites.sites]
+        if not any(fixes):
+            return None
+        token = self.bundle.tokenizer.token
+
+        def pinned(position: np.ndarray, target_ids: np.ndarray) -> np.ndarray:
+            return np.array([bool(fixes[n]) and token(int(t)) in fixes[n]
+                             for n, t in zip(position.tolist(), target_ids.tolist(), strict=True)], dtype=bool)
+
+        return pinned
 
     def _word_candidates(self, sites: Sites, view: GeneratorView, lm_gains) -> Candidates:
         """Word candidates (homophones.py) over the batch's flagged positions."""

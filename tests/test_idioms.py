@@ -82,3 +82,16 @@ def test_a_threshold_sweep_keeps_idiom_completions_as_the_corrector_does():
 
     assert f1(idiom, 0.4) == 1.0  # 0.3 >= 0.4 x 0.72
     assert f1(idiom, None) == 0.0 and f1(idiom, 0.45) == 0.0 and f1(other, 0.4) == 0.0  # 0.3 < 0.324
+
+
+@pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "scorer.json").exists(), reason="the shipped model is not in data/model")
+def test_the_idiom_rule_flags_and_proposes_what_no_other_rule_examines(shipped_corrector):
+    from corrector import Corrector
+
+    text = "我们要一股作气完成任务。"  # 股 -> 鼓 (一鼓作气): no other flag rule examines 股
+    scorer = shipped_corrector.scorer.to_config()
+    off = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": None})
+    on = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": 0.4})
+    assert not [c for c in off.score_candidates([text]) if c.position == 4]
+    proposed = {c.target: c for c in on.score_candidates([text]) if c.position == 4}
+    assert "鼓" in proposed and proposed["鼓"].features["detect_prob"] < on.scorer.detection_threshold

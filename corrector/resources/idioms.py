@@ -62,19 +62,24 @@ class Idioms:
         freq, tags = jieba.dt.FREQ, jieba.posseg.dt.word_tag_tab
         return cls({w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE}, freq)
 
+    def fixes(self, text: str) -> dict[int, frozenset[str]]:
+        """{offset: the characters that, written there, complete a phrase the text breaks}."""
+        found: dict[int, set[str]] = {}
+        for start in range(len(text) - SIZE + 1):
+            window = text[start:start + SIZE]
+            if window in self.freq or not all(is_cjk(ch) for ch in window):
+                continue
+            written_freq = self.word_freq.get(window, 0)
+            for at in range(SIZE):
+                for char, phrase in self._by_rest.get((at, window[:at] + window[at + 1:]), {}).items():
+                    if (char != window[at] and self.freq[phrase] >= RARITY * (written_freq + 1)
+                            and not self._in_word_across(text, start + at, start, start + SIZE)):
+                        found.setdefault(start + at, set()).add(char)
+        return {offset: frozenset(chars) for offset, chars in found.items()}
+
     def completes(self, text: str, offset: int, target: str) -> bool:
         """Whether `target` written at `offset` of `text` completes a phrase the text breaks."""
-        for start in range(max(0, offset - SIZE + 1), min(offset, len(text) - SIZE) + 1):
-            window = text[start:start + SIZE]
-            if not all(is_cjk(ch) for ch in window) or window in self.freq:
-                continue
-            at = offset - start
-            phrase = self._by_rest.get((at, window[:at] + window[at + 1:]), {}).get(target)
-            if phrase is None or self.freq[phrase] < RARITY * (self.word_freq.get(window, 0) + 1):
-                continue
-            if not self._in_word_across(text, offset, start, start + SIZE):
-                return True
-        return False
+        return target in self.fixes(text).get(offset, ())
 
     def _in_word_across(self, text: str, offset: int, start: int, end: int) -> bool:
         """Whether the character at `offset` is part of a dictionary word (2-4 characters) that
@@ -101,13 +106,18 @@ def shared_idioms() -> Idioms:
     return _shared
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 14)
+def idiom_fixes(text: str) -> dict[int, frozenset[str]]:
+    """`Idioms.fixes` of the process's shared table, memoised: the flags, the candidates, the
+    acceptance stage and a threshold sweep all ask about the same texts."""
+    return shared_idioms().fixes(text)
+
+
 def completes_idiom(text: str, position: int, target: str, kind: str) -> bool:
     """Whether an edit of `kind` ("pinyin", "shape" or "other": `confusion.kind_of`) writing
     `target` at `position` completes a four-character idiom that `text`, as written, breaks. Only
-    a confusion-set correction counts (kind "pinyin" or "shape"). Memoised: a threshold sweep asks
-    again for every threshold."""
-    return kind != "other" and shared_idioms().completes(text, position, target)
+    a confusion-set correction counts (kind "pinyin" or "shape")."""
+    return kind != "other" and target in idiom_fixes(text).get(position, ())
 
 
 def passes_threshold(text: str, edit: Edit, threshold: float, idiom_threshold: float | None) -> bool:
