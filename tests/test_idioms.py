@@ -95,3 +95,12 @@ def test_the_idiom_rule_flags_and_proposes_what_no_other_rule_examines(shipped_c
     assert not [c for c in off.score_candidates([text]) if c.position == 4]
     proposed = {c.target: c for c in on.score_candidates([text]) if c.position == 4}
     assert "鼓" in proposed and proposed["鼓"].features["detect_prob"] < on.scorer.detection_threshold
+
+
+def test_jieba_s_phrases_are_read_from_the_user_cache_after_the_first_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("ELECTRA_CSC_CACHE", str(tmp_path))
+    built = Idioms.from_jieba()
+    assert len(list(tmp_path.glob("idioms-*.bin"))) == 1
+    cached = Idioms.from_jieba()
+    assert cached.freq == built.freq and built.freq["迫不及待"] >= MIN_FREQ
+    assert cached.completes("他迫不急待地打开了礼物。", 3, "及")

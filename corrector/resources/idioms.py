@@ -10,7 +10,7 @@ corrections 0.3-0.7, under its edit threshold of 0.72. The dictionary knows them
 four-character window of the text into such a phrase, where
 
 * the phrase has a dictionary frequency of at least `MIN_FREQ` (jieba's counts: most entries
-  have 3, so this keeps the ~5,000 phrases people actually use),
+  have 3, so this keeps the ~3,400 phrases people actually use),
 * the window as written is at least `RARITY` times rarer (jieba also lists a few common
   misspellings, 迫不急待 at 3 against 迫不及待 at 303), and
 * the written character is not part of a dictionary word reaching outside the window: 也就是所谓
@@ -18,9 +18,10 @@ four-character window of the text into such a phrase, where
 
 Every confusable substitution on the broad dev (runs/broad2: seven error parts, 2,200 clean
 sentences) that passes these tests: 25 give the gold correction, 7 do not (spelling variants
-such as 琳瑯满目, quirks of the gold), 1 is in clean text (三维一体), a candidate the pipeline never
-proposes. The acceptance stage uses it only for the candidates the pipeline did propose
-(acceptance.py, `Scorer.idiom_threshold_factor`).
+such as 琳瑯满目, quirks of the gold), 1 is in clean text (三维一体 -> 三位一体, which the scorer
+gives 0.055). The pipeline flags such characters (detection.py), keeps the candidate under its
+cap (proposal.py) and accepts it from a share of the edit threshold (acceptance.py), all with
+`Scorer.idiom_threshold_factor`; threshold sweeps apply the same rule (`passes_threshold`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..text.protection import ensure_jieba
+from ..text.protection import ensure_jieba, jieba_tables_key
 from ..text.tokenization import is_cjk
 
 if TYPE_CHECKING:
@@ -57,10 +58,31 @@ class Idioms:
 
     @classmethod
     def from_jieba(cls) -> Idioms:
-        """The phrases of jieba's dictionary (tags i and l) with their frequencies."""
+        """The phrases of jieba's dictionary (tags i and l) of at least MIN_FREQ, from the user
+        cache (resources/cache.py) after the first build: picking them from the 350,000-word tag
+        table took 0.05 s of every process's first correction."""
+        import marshal
+
+        from .cache import cached, key_digest
+
         jieba = ensure_jieba()
         freq, tags = jieba.dt.FREQ, jieba.posseg.dt.word_tag_tab
-        return cls({w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE}, freq)
+
+        def build() -> tuple[dict[str, int], bytes]:
+            phrases = {w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE}
+            phrases = {w: f for w, f in phrases.items() if f >= MIN_FREQ}
+            return phrases, marshal.dumps(phrases)
+
+        def load(payload: bytes) -> dict[str, int]:
+            phrases = marshal.loads(payload)
+            if not isinstance(phrases, dict):
+                raise ValueError("not a phrase table")
+            return phrases
+
+        tables_key = jieba_tables_key()
+        if tables_key is None:  # jieba set up by someone else: no key for its dictionary
+            return cls(build()[0], freq)
+        return cls(cached("idioms", key_digest(tables_key, sorted(IDIOM_TAGS), SIZE, MIN_FREQ), build, load), freq)
 
     def fixes(self, text: str) -> dict[int, frozenset[str]]:
         """{offset: the characters that, written there, complete a phrase the text breaks}."""
@@ -96,8 +118,7 @@ _shared: Idioms | None = None
 
 
 def shared_idioms() -> Idioms:
-    """One `Idioms` per process, built on first use (~0.05 s: only texts with a candidate near
-    the edit threshold need it)."""
+    """One `Idioms` per process, built on first use."""
     global _shared
     if _shared is None:
         with _lock:

@@ -27,6 +27,14 @@ PROPER_NOUN_TAGS = frozenset({"nr", "nrfg", "nrt", "ns", "nt", "nz"})
 
 _init_lock = threading.Lock()
 _initialized = False
+_tables_key: str | None = None  # the cache key of the jieba tables we loaded (None: jieba set itself up)
+
+
+def jieba_tables_key() -> str | None:
+    """A key that changes with jieba's dictionary (and version), for caches of what is derived
+    from it (resources/idioms.py); None where jieba loaded its dictionary itself."""
+    ensure_jieba()
+    return _tables_key
 
 
 def ensure_jieba() -> ModuleType:
@@ -84,8 +92,11 @@ def _load_dictionaries(jieba: ModuleType) -> None:
             raise ValueError("not jieba's tables")
         return tables
 
+    global _tables_key
     version = getattr(jieba, "__version__", "")
-    freq, total, word_tags = cached("jieba-tables", key_digest(version, dictionary), build, load)
+    key = key_digest(version, dictionary)
+    freq, total, word_tags = cached("jieba-tables", key, build, load)
+    _tables_key = key
     if "jieba.posseg" in sys.modules:  # built just now
         return
     with jieba.dt.lock:
