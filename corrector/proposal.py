@@ -62,11 +62,14 @@ class Proposer:
         fixes = [idiom_fixes(text).get(offset) for text, offset in sites.sites]
         if not any(fixes):
             return None
+        has_fix = np.array([bool(chars) for chars in fixes])
         token = self.bundle.tokenizer.token
 
         def pinned(position: np.ndarray, target_ids: np.ndarray) -> np.ndarray:
-            return np.array([bool(fixes[n]) and token(int(t)) in fixes[n]
-                             for n, t in zip(position.tolist(), target_ids.tolist(), strict=True)], dtype=bool)
+            mask = np.zeros(len(position), dtype=bool)
+            for k in np.flatnonzero(has_fix[position]).tolist():  # the few entries at such positions
+                mask[k] = token(int(target_ids[k])) in fixes[position[k]]
+            return mask
 
         return pinned
 
