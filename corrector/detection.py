@@ -218,7 +218,7 @@ class Detector:
         relation = self.vocab_confusion.confusion.relation
         for row, it in enumerate(group):
             text = texts[it.text_index]
-            fixes = idiom_fixes(text)
+            fixes = idiom_fixes(text, it.chunk.start, it.chunk.end)
             if not fixes:
                 continue
             for index, offset in enumerate(it.offsets):

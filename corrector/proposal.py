@@ -59,7 +59,13 @@ class Proposer:
     def _idiom_pins(self, sites: Sites):
         """`propose`'s `pinned`: the candidates that complete an idiom the text breaks, or None
         where no flagged position has one."""
-        fixes = [idiom_fixes(text).get(offset) for text, offset in sites.sites]
+        by_row: dict[int, dict[int, frozenset[str]]] = {}  # per chunk, as the flags read them
+        fixes = []
+        for row, offset in zip(sites.rows, sites.offsets, strict=True):
+            if row not in by_row:
+                it = sites.group[row]
+                by_row[row] = idiom_fixes(sites.texts[it.text_index], it.chunk.start, it.chunk.end)
+            fixes.append(by_row[row].get(offset))
         if not any(fixes):
             return None
         has_fix = np.array([bool(chars) for chars in fixes])

@@ -104,3 +104,14 @@ def test_jieba_s_phrases_are_read_from_the_user_cache_after_the_first_build(tmp_
     cached = Idioms.from_jieba()
     assert cached.freq == built.freq and built.freq["迫不及待"] >= MIN_FREQ
     assert cached.completes("他迫不急待地打开了礼物。", 3, "及")
+
+
+def test_fixes_of_a_span_read_only_its_neighbourhood_and_match_the_whole_text():
+    from corrector.resources.idioms import idiom_fixes, shared_idioms
+
+    text = "他说也就是所谓的事，我们要一股作气完成，他迫不急待地打开礼物。" * 3
+    whole = shared_idioms().fixes(text)
+    assert whole  # 鼓, 及 …
+    for start in range(0, len(text), 5):
+        end = min(len(text), start + 5)
+        assert idiom_fixes(text, start, end) == {o: c for o, c in whole.items() if start <= o < end}

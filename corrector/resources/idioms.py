@@ -127,18 +127,28 @@ def shared_idioms() -> Idioms:
     return _shared
 
 
+def idiom_fixes(text: str, start: int = 0, end: int | None = None) -> dict[int, frozenset[str]]:
+    """`Idioms.fixes` of the process's shared table for the offsets in [start, end) of `text`,
+    computed on the span those read (their four-character windows, and the words the
+    outside-word test looks at: three characters either side) and memoised by that span: the
+    flags, the candidates, the acceptance stage and a threshold sweep ask about the same places,
+    and a key never holds more than a chunk of a long document."""
+    end = len(text) if end is None else end
+    first = max(0, start - SIZE + 1)
+    found = _span_fixes(text[first:min(len(text), end + SIZE - 1)])
+    return {first + at: chars for at, chars in found.items() if start <= first + at < end}
+
+
 @functools.lru_cache(maxsize=1 << 14)
-def idiom_fixes(text: str) -> dict[int, frozenset[str]]:
-    """`Idioms.fixes` of the process's shared table, memoised: the flags, the candidates, the
-    acceptance stage and a threshold sweep all ask about the same texts."""
-    return shared_idioms().fixes(text)
+def _span_fixes(span: str) -> dict[int, frozenset[str]]:
+    return shared_idioms().fixes(span)
 
 
 def completes_idiom(text: str, position: int, target: str, kind: str) -> bool:
     """Whether an edit of `kind` ("pinyin", "shape" or "other": `confusion.kind_of`) writing
     `target` at `position` completes a four-character idiom that `text`, as written, breaks. Only
     a confusion-set correction counts (kind "pinyin" or "shape")."""
-    return kind != "other" and target in idiom_fixes(text).get(position, ())
+    return kind != "other" and target in idiom_fixes(text, position, position + 1).get(position, ())
 
 
 def passes_threshold(text: str, edit: Edit, threshold: float, idiom_threshold: float | None) -> bool:
