@@ -59,13 +59,9 @@ class Proposer:
     def _idiom_pins(self, sites: Sites):
         """`propose`'s `pinned`: the candidates that complete an idiom the text breaks, or None
         where no flagged position has one."""
-        by_row: dict[int, dict[int, frozenset[str]]] = {}  # per chunk, as the flags read them
-        fixes = []
-        for row, offset in zip(sites.rows, sites.offsets, strict=True):
-            if row not in by_row:
-                it = sites.group[row]
-                by_row[row] = idiom_fixes(sites.texts[it.text_index], it.chunk.start, it.chunk.end)
-            fixes.append(by_row[row].get(offset))
+        by_row = {row: idiom_fixes(sites.texts[sites.group[row].text_index], sites.group[row].chunk.start,
+                                   sites.group[row].chunk.end) for row in set(sites.rows)}  # per chunk, as the flags
+        fixes = [by_row[row].get(offset) for row, offset in zip(sites.rows, sites.offsets, strict=True)]
         if not any(fixes):
             return None
         has_fix = np.array([bool(chars) for chars in fixes])

@@ -6,7 +6,7 @@ and the small networks know few of them: on the broad dev the shipped scorer gav
 corrections 0.3-0.7, under its edit threshold of 0.72. The dictionary knows them: jieba tags
 ~34,600 four-character entries "i" (idiom) or "l" (set phrase).
 
-`Idioms.completes(text, offset, target)` says whether writing `target` at `offset` turns a
+`Idioms.fixes(text)` gives, per offset, the characters that, written there, turn a
 four-character window of the text into such a phrase, where
 
 * the phrase has a dictionary frequency of at least `MIN_FREQ` (jieba's counts: most entries
@@ -69,8 +69,8 @@ class Idioms:
         freq, tags = jieba.dt.FREQ, jieba.posseg.dt.word_tag_tab
 
         def build() -> tuple[dict[str, int], bytes]:
-            phrases = {w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE}
-            phrases = {w: f for w, f in phrases.items() if f >= MIN_FREQ}
+            phrases = {w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE
+                       and freq.get(w, 0) >= MIN_FREQ}
             return phrases, marshal.dumps(phrases)
 
         def load(payload: bytes) -> dict[str, int]:
@@ -98,10 +98,6 @@ class Idioms:
                             and not self._in_word_across(text, start + at, start, start + SIZE)):
                         found.setdefault(start + at, set()).add(char)
         return {offset: frozenset(chars) for offset, chars in found.items()}
-
-    def completes(self, text: str, offset: int, target: str) -> bool:
-        """Whether `target` written at `offset` of `text` completes a phrase the text breaks."""
-        return target in self.fixes(text).get(offset, ())
 
     def _in_word_across(self, text: str, offset: int, start: int, end: int) -> bool:
         """Whether the character at `offset` is part of a dictionary word (2-4 characters) that
