@@ -20,15 +20,16 @@ class Item:
     ids: list[int]
     offsets: list[int]  # original-text offset of each model position
     editable: list[bool]
+    examined: list[bool] | None = None  # editable positions scored whether or not a flag rule picks them
 
 
 def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Sequence[str], max_positions: int,
                 overlap: int, originals: Sequence[str] | None = None,
-                only: Sequence[set[int]] | None = None) -> list[Item]:
+                examine: Sequence[set[int]] | None = None) -> list[Item]:
     """The chunks of `texts` (as the model reads them) that hold an editable character: a CJK
     character outside whitelisted terms (which match in the text as written, `originals`, too)
-    in the chunk's own span; with `only[t]`, only those offsets of text t. A text without CJK
-    characters has none."""
+    in the chunk's own span. With `examine[t]`, those editable offsets of text t are marked
+    `examined`. A text without CJK characters has none."""
     items = []
     for t, text in enumerate(texts):
         if not isinstance(text, str):
@@ -42,9 +43,10 @@ def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Seque
             enc = tokenizer.encode(text[chunk.start:chunk.end])
             offsets = [chunk.start + o for o in enc.offsets]
             editable = [
-                is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end
-                and (only is None or o in only[t]) for o in offsets
+                is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end for o in offsets
             ]
             if any(editable):
-                items.append(Item(t, chunk, enc.ids, offsets, editable))
+                examined = (None if examine is None
+                            else [e and o in examine[t] for e, o in zip(editable, offsets, strict=True)])
+                items.append(Item(t, chunk, enc.ids, offsets, editable, examined))
     return items

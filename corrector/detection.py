@@ -115,14 +115,18 @@ class Detector:
                 and reads_positions(self.bundle.generator))
 
     def flag(self, texts: Sequence[str], group: list[Item], batch: Batch, threshold: float) -> Sites | None:
-        """The batch's flagged positions (None when there are none): discriminator probability
-        above `threshold`, then each flag rule the scorer turns on, over what is still unflagged."""
+        """The batch's flagged positions (None when there are none): the items' `examined`
+        positions, discriminator probability above `threshold`, then each flag rule the scorer
+        turns on, over what is still unflagged."""
         bundle, scorer = self.bundle, self.scorer
         probs = detect(bundle, batch)  # (B, L)
         editable = torch.zeros_like(probs, dtype=torch.bool)
+        examined = torch.zeros_like(editable)
         for row, it in enumerate(group):
             editable[row, : len(it.editable)] = torch.tensor(it.editable)
-        flagged = (probs > threshold) & editable
+            if it.examined is not None:
+                examined[row, : len(it.examined)] = torch.tensor(it.examined)
+        flagged = ((probs > threshold) | examined) & editable
         generator_pass = None
         if self.flags_by_generator:
             generator_pass = GeneratorPass(bundle, batch.input_ids, batch.attention_mask)
