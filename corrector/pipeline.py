@@ -317,13 +317,15 @@ class Corrector:
         pass's wrong context hid can be fixed now. The whole text and not only beside the edits
         (broad dev, held out, --splits 1): macro F1 0.4772 -> 0.4827 (multi 0.161 -> 0.191, mcsc
         0.588 -> 0.592, wang 0.620 -> 0.624), clean sentences changed 0.55 % both; a third pass
-        adds nothing (in-sample macro 0.509 both). A position the second pass writes back to its
-        original character is no edit."""
+        adds nothing (in-sample macro 0.509 both). Edits are accepted there from the scorer's
+        `second_pass_threshold` on (calibrate.SECOND_PASS_THRESHOLD_FACTOR). A position the second
+        pass writes back to its original character is no edit."""
         changed = [i for i, result in enumerate(results) if result.edits]
         if not changed:
             return results
         near = [near_edits(results[i]) for i in changed]
-        again = self._correct_once([results[i].target for i in changed], batch_size, threshold, examine=near)
+        again = self._correct_once([results[i].target for i in changed], batch_size,
+                                   self.scorer.second_pass_threshold(threshold), examine=near)
         results = list(results)
         for i, second in zip(changed, again, strict=True):
             if second.edits:

@@ -97,6 +97,11 @@ class Scorer:
     # breaks (resources/idioms.py) is accepted from this share of the edit threshold on; None:
     # the edit threshold for all.
     idiom_threshold_factor: float | None = None
+    # The second correction pass (CorrectorConfig.passes) accepts edits from this share of the
+    # edit threshold on; None: the edit threshold. Why lower there: it reads only texts the first
+    # pass changed, where errors cluster, so it cannot change one more clean sentence that the
+    # first pass left alone.
+    second_pass_threshold_factor: float | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -116,6 +121,10 @@ class Scorer:
     def idiom_threshold(self, threshold: float) -> float | None:
         """The edit threshold of a winner that completes an idiom, for edit threshold `threshold`."""
         return None if self.idiom_threshold_factor is None else threshold * self.idiom_threshold_factor
+
+    def second_pass_threshold(self, threshold: float) -> float:
+        """The second pass's edit threshold, for edit threshold `threshold`."""
+        return threshold if self.second_pass_threshold_factor is None else threshold * self.second_pass_threshold_factor
 
     def uses(self, feature: str) -> bool:
         """Whether the score depends on `feature` (the pipeline skips work for unused ones)."""
@@ -153,6 +162,8 @@ class Scorer:
             particle_flag_gain=None if config.get("particle_flag_gain") is None else float(config["particle_flag_gain"]),
             idiom_threshold_factor=None if config.get("idiom_threshold_factor") is None
             else float(config["idiom_threshold_factor"]),
+            second_pass_threshold_factor=None if config.get("second_pass_threshold_factor") is None
+            else float(config["second_pass_threshold_factor"]),
         )
 
     def to_config(self) -> dict:
@@ -173,6 +184,8 @@ class Scorer:
             config["particle_flag_gain"] = self.particle_flag_gain
         if self.idiom_threshold_factor is not None:
             config["idiom_threshold_factor"] = self.idiom_threshold_factor
+        if self.second_pass_threshold_factor is not None:
+            config["second_pass_threshold_factor"] = self.second_pass_threshold_factor
         if self.mlp is not None:
             config["mlp"] = self.mlp
         if self.prior is not None:

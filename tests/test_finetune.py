@@ -543,6 +543,40 @@ def test_heldout_refits_the_scorer_form_the_model_ships():
     assert scorer_hidden({}, 5) == DEFAULT_HIDDEN  # no scorer network yet
 
 
+def test_heldout_scores_the_second_pass_as_the_corrector_wrote_it():
+    """The two-pass figure counts every edit the corrector made at the tuned threshold, including
+    second-pass edits below it (Scorer.second_pass_threshold_factor); only the one-pass run, made at
+    threshold 0, is filtered at the tuned threshold."""
+    from corrector.datasets import Example
+    from corrector.finetune.calibrate import fit_and_score
+    from corrector.result import Edit, Result
+    from corrector.scored import ScoredCandidate
+    from corrector.scoring import Scorer
+
+    examples = [Example("因该去吗", "应该去吧", str(i), i + 1) for i in range(8)]  # two errors each
+    candidates = [ScoredCandidate(i, 0, "因", target, {"bias": 1.0, "same_pinyin": float(target == "应")}, 0.0, True)
+                  for i in range(8) for target in ("应", "音")]
+    labels = [int(c.target == "应") for c in candidates]
+
+    class TwoPasses:  # the first pass fixes 因 (confidence 0.9); the second also 吗 -> 吧, at 0.1
+        scorer = Scorer()
+
+        def __init__(self, passes: int = 1) -> None:
+            self.passes = passes
+
+        def with_passes(self, passes: int) -> TwoPasses:
+            return TwoPasses(passes)
+
+        def correct_batch(self, texts, batch_size=None, threshold=None):
+            edits = [Edit(0, "因", "应", 0.9, "pinyin")] + [Edit(3, "吗", "吧", 0.1, "other")] * (self.passes - 1)
+            return [Result.applying(text, list(edits)) for text in texts]
+
+    score = fit_and_score(lambda config: TwoPasses(), examples, candidates, labels, {}, batch_size=8,
+                          half_of=[i % 2 for i in range(8)], fit_half=0, two_passes=True)
+    assert score.one_pass == 0.0  # one of two errors fixed: no sentence right
+    assert score.two_passes == 1.0  # the second pass's edit at 0.1 counts, whatever the tuned threshold
+
+
 def test_training_twins_share_a_run_with_another_training_pair(tmp_path: Path):
     """A dev pair has a twin when its correct side shares 8 characters with a training pair's that
     is not itself a dev pair."""

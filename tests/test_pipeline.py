@@ -725,6 +725,23 @@ def test_second_pass_reads_the_whole_corrected_text(tiny_model_dir, confusion, m
     assert 14 in {e.position for e in corrector.correct(text).edits}
 
 
+def test_second_pass_accepts_from_its_share_of_the_edit_threshold(trained, monkeypatch):
+    scorer = {**trained.scorer.to_config(), "second_pass_threshold_factor": 0.5}
+    assert Scorer.from_config(Scorer.from_config(scorer).to_config()).second_pass_threshold_factor == 0.5
+    corrector = Corrector(trained.bundle, scorer=scorer, confusion=trained.confusion)
+    thresholds = []
+    once = corrector._correct_once
+
+    def spy(texts, batch_size, threshold, **kwargs):
+        thresholds.append(threshold)
+        return once(texts, batch_size, threshold, **kwargs)
+
+    monkeypatch.setattr(corrector, "_correct_once", spy)
+    assert corrector.correct("少先队员因该为老人让坐。", threshold=0.6).edits
+    assert thresholds == [0.6, 0.3]  # the call's threshold, then half of it for the second pass
+    assert Scorer().second_pass_threshold(0.6) == 0.6  # without a factor: the edit threshold
+
+
 def test_two_passes_merge_into_edits_of_the_original_text(trained):
     from corrector.result import Edit
 
