@@ -181,6 +181,7 @@ def test_calibrate_and_heldout_choose_by_the_parts(tiny_model_dir: Path, tmp_pat
     from test_finetune import toy_pairs
 
     from corrector.finetune.__main__ import main
+    from corrector.finetune.calibrate import IDIOM_THRESHOLD_FACTOR, SECOND_PASS_THRESHOLD_FACTOR
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
@@ -199,6 +200,8 @@ def test_calibrate_and_heldout_choose_by_the_parts(tiny_model_dir: Path, tmp_pat
     operating = scorer["calibration"]["operating_point"]
     assert operating["max_clean_fpr"] == 0.01 and set(operating["part_f1"]) == {"errors"}
     assert scorer["threshold"] == operating["curve"][[c[0] for c in operating["curve"]].index(scorer["threshold"])][0]
+    assert (scorer["idiom_threshold_factor"], scorer["second_pass_threshold_factor"]) == (
+        IDIOM_THRESHOLD_FACTOR, SECOND_PASS_THRESHOLD_FACTOR)  # the release's settings, written by calibrate
     assert "dev parts: errors 1" in capsys.readouterr().out
     report = tmp_path / "ho.json"
     assert main(["heldout", *base, "--splits", "1", "--members", "1", "--fit-detection-threshold", "0",
