@@ -6,6 +6,7 @@ passes are put together.
   a winner that completes an idiom), as `Edit`s;
 * `restore_script`: a traditional text's edits written back in its script (text/script.py);
 * `limit_edits`: the max-edits guard, the most confident edits of each sentence;
+* `near_edits`, `edited_sentences`: where the second pass examines and where it may edit;
 * `merge_passes`: the edits of the two correction passes as edits of the text as written.
 """
 
@@ -117,6 +118,17 @@ def near_edits(result: Result) -> set[int]:
     """The offsets the second pass examines in a text the first pass corrected: every edited
     character and its two neighbours."""
     return {p for e in result.edits for p in (e.position - 1, e.position, e.position + 1)}
+
+
+def edited_sentences(result: Result) -> set[int]:
+    """The offsets of the sentences of a corrected text that hold an edit: where the second pass
+    may change characters (a document's other sentences keep the first pass's threshold)."""
+    edited = sorted(e.position for e in result.edits)
+    offsets: set[int] = set()
+    for start, end in sentence_spans(result.target):
+        if bisect.bisect_left(edited, start) < bisect.bisect_left(edited, end):
+            offsets.update(range(start, end))
+    return offsets
 
 
 def merge_passes(text: str, first: list[Edit], second: list[Edit], relation: Callable[[str, str], int],

@@ -25,11 +25,13 @@ class Item:
 
 def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Sequence[str], max_positions: int,
                 overlap: int, originals: Sequence[str] | None = None,
+                within: Sequence[set[int]] | None = None,
                 examine: Sequence[set[int]] | None = None) -> list[Item]:
     """The chunks of `texts` (as the model reads them) that hold an editable character: a CJK
     character outside whitelisted terms (which match in the text as written, `originals`, too)
-    in the chunk's own span. With `examine[t]`, those editable offsets of text t are marked
-    `examined`. A text without CJK characters has none."""
+    in the chunk's own span; with `within[t]`, only those offsets of text t. With `examine[t]`,
+    those editable offsets of text t are marked `examined`. A text without CJK characters has
+    none."""
     items = []
     for t, text in enumerate(texts):
         if not isinstance(text, str):
@@ -43,7 +45,8 @@ def chunk_texts(texts: Sequence[str], tokenizer: CharTokenizer, whitelist: Seque
             enc = tokenizer.encode(text[chunk.start:chunk.end])
             offsets = [chunk.start + o for o in enc.offsets]
             editable = [
-                is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end for o in offsets
+                is_cjk(text[o]) and o not in frozen and chunk.own_start <= o < chunk.own_end
+                and (within is None or o in within[t]) for o in offsets
             ]
             if any(editable):
                 examined = (None if examine is None

@@ -702,27 +702,29 @@ def test_second_pass_examines_its_offsets_whether_flagged_or_not(tiny_model_dir,
     assert {e.position for e in second.edits} == {3, 4}  # every offset examined, best candidate accepted
 
 
-def test_second_pass_reads_the_whole_corrected_text(tiny_model_dir, confusion, monkeypatch):
-    """The second pass corrects the whole text as corrected, its flags computed afresh: an error
-    far from the first pass's edits that only the corrected text flags is fixed too."""
+def test_second_pass_reads_the_whole_edited_sentence_and_no_other(tiny_model_dir, confusion, monkeypatch):
+    """The second pass corrects the sentences the first pass edited as corrected, flags computed
+    afresh: an error far from the first pass's edit that only the corrected sentence flags is
+    fixed too; a document's other sentences it leaves alone (they keep the first pass's threshold)."""
     import corrector.detection as detection
 
-    text = "今天天气很好，我们一起去公园散步。"
+    text = "今天天气很好，我们一起去公园散步。明天也去公园。"
     config = CorrectorConfig(max_edits_per_sentence=10_000, passes=2)
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.5, confusion=confusion,
                           config=config)
     first_char = corrector.bundle.tokenizer.encode(text).ids[0]
 
-    def detect(bundle, batch):  # the text as written: 今 flagged; once 今 is corrected: 散 (offset 14)
+    def detect(bundle, batch):  # as written: 今 flagged; once 今 is corrected: 散 (14) and 也 (19)
         probs = torch.zeros(batch.input_ids.shape[0], batch.input_ids.shape[1] - 2)
         for row in range(len(probs)):
-            probs[row, 0 if int(batch.input_ids[row, 1]) == first_char else 14] = 1.0
+            probs[row, [0] if int(batch.input_ids[row, 1]) == first_char else [14, 19]] = 1.0
         return probs
 
     monkeypatch.setattr(detection, "detect", detect)
+    edited = {e.position for e in corrector.correct(text).edits}
     # 14 is far from the first pass's edit at 0 and its neighbours (examined, so at threshold 0
-    # they may change too); the near-edits-only second pass of before could not reach it.
-    assert 14 in {e.position for e in corrector.correct(text).edits}
+    # they may change too); the second sentence had no first-pass edit.
+    assert 14 in edited and 19 not in edited
 
 
 def test_second_pass_accepts_from_its_share_of_the_edit_threshold(trained, monkeypatch):
