@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--passes", type=int, choices=(1, 2), default=None,
-        help="the corrector's correction passes (default 2: texts with edits are corrected again next to them)",
+        help="the corrector's correction passes (default 2: the sentences with edits are corrected again)",
     )
     parser.add_argument(
         "--runtime", choices=RUNTIMES, default="auto",

@@ -727,6 +727,17 @@ def test_second_pass_reads_the_whole_edited_sentence_and_no_other(tiny_model_dir
     assert 14 in edited and 19 not in edited
 
 
+def test_a_documents_other_sentences_keep_what_the_first_pass_made_of_them(shipped_corrector):
+    """The second pass's lower threshold stays in the sentences the first pass edited: one typo
+    must not lower it for a document's unrelated sentences (over the whole text the shipped
+    model changed 绩分战 -> 积分战 below, at 0.65)."""
+    head = "少先队员因该为老人让坐。"
+    text = head + "对战模式可选择单人对战，还多出了绩分战、时间战等模式。"
+    result = shipped_corrector.correct(text)
+    assert result.target.startswith("少先队员应该")
+    assert result.target[len(head):] == shipped_corrector.with_passes(1).correct(text).target[len(head):]
+
+
 def test_second_pass_accepts_from_its_share_of_the_edit_threshold(trained, monkeypatch):
     scorer = {**trained.scorer.to_config(), "second_pass_threshold_factor": 0.5}
     assert Scorer.from_config(Scorer.from_config(scorer).to_config()).second_pass_threshold_factor == 0.5
