@@ -98,9 +98,9 @@ class Scorer:
     # the edit threshold for all.
     idiom_threshold_factor: float | None = None
     # The second correction pass (CorrectorConfig.passes) accepts edits from this share of the
-    # edit threshold on; None: the edit threshold. Why lower there: it reads only texts the first
-    # pass changed, where errors cluster, so it cannot change one more clean sentence that the
-    # first pass left alone.
+    # edit threshold on; None: the edit threshold. Why lower there: it reads only sentences the
+    # first pass changed, where errors cluster, so it cannot change one more clean sentence that
+    # the first pass left alone.
     second_pass_threshold_factor: float | None = None
 
     def __post_init__(self) -> None:
