@@ -62,6 +62,9 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 DEFAULT_THRESHOLD = 0.5  # minimum confidence of an accepted edit
 DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a position is examined
 SCHEMA_VERSION = 1
+# The scorer's settings that are off (None) unless scorer.json gives a number, in to_config's order.
+OPTIONAL_SETTINGS = ("generator_flag_margin", "context_flag_rate", "particle_flag_gain", "idiom_threshold_factor",
+                     "second_pass_threshold_factor")
 
 
 @dataclass
@@ -155,15 +158,8 @@ class Scorer:
             detection_threshold=float(config.get("detection_threshold", DEFAULT_DETECTION_THRESHOLD)),
             mlp=config.get("mlp"),
             prior=config.get("prior"),
-            generator_flag_margin=None if config.get("generator_flag_margin") is None
-            else float(config["generator_flag_margin"]),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
-            context_flag_rate=None if config.get("context_flag_rate") is None else float(config["context_flag_rate"]),
-            particle_flag_gain=None if config.get("particle_flag_gain") is None else float(config["particle_flag_gain"]),
-            idiom_threshold_factor=None if config.get("idiom_threshold_factor") is None
-            else float(config["idiom_threshold_factor"]),
-            second_pass_threshold_factor=None if config.get("second_pass_threshold_factor") is None
-            else float(config["second_pass_threshold_factor"]),
+            **{name: None if config.get(name) is None else float(config[name]) for name in OPTIONAL_SETTINGS},
         )
 
     def to_config(self) -> dict:
@@ -178,14 +174,9 @@ class Scorer:
             config["generator_flag_margin"] = self.generator_flag_margin
             if self.generator_flag_lm_weight:
                 config["generator_flag_lm_weight"] = self.generator_flag_lm_weight
-        if self.context_flag_rate is not None:
-            config["context_flag_rate"] = self.context_flag_rate
-        if self.particle_flag_gain is not None:
-            config["particle_flag_gain"] = self.particle_flag_gain
-        if self.idiom_threshold_factor is not None:
-            config["idiom_threshold_factor"] = self.idiom_threshold_factor
-        if self.second_pass_threshold_factor is not None:
-            config["second_pass_threshold_factor"] = self.second_pass_threshold_factor
+        for name in OPTIONAL_SETTINGS[1:]:  # the margin above, with its LM weight
+            if getattr(self, name) is not None:
+                config[name] = getattr(self, name)
         if self.mlp is not None:
             config["mlp"] = self.mlp
         if self.prior is not None:

@@ -1,6 +1,7 @@
 """The user cache directory and binary cache entries in it: what start-up would otherwise rebuild
 in every process (jieba's dictionaries, text/protection.py; the ONNX encoder graphs,
-runtime/onnx_encoder.py; the parsed error-pair table, error_pairs.py). The confusion tables' JSON caches live here too (confusion.py).
+runtime/onnx_encoder.py; the parsed error-pair table, error_pairs.py; jieba's idioms,
+idioms.py). The confusion tables' JSON caches live here too (confusion.py).
 
 An entry is `cache_dir()/NAME-KEY.bin`, KEY a hash of everything the value is built from, so a
 changed input is a new file, never a stale hit. It holds a checksum of its payload: a corrupt or
@@ -14,6 +15,7 @@ costs the rebuild.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import tempfile
 from collections.abc import Callable
@@ -95,6 +97,25 @@ def cached(name: str, key: str, build: Callable[[], tuple[T, bytes]], load: Call
     if write_entry(path, payload):
         _prune(path.parent, name, keep)
     return value
+
+
+def cached_tables(name: str, key: str, build: Callable[[], T], valid: Callable[[object], bool],
+                  keep: int = 1) -> T:
+    """`cached` for a value of plain dicts, lists, strings and numbers, stored with marshal (the
+    fastest of Python's own readers for such tables): `build()` makes it, an entry whose value
+    `valid` rejects is rebuilt."""
+
+    def load(payload: bytes) -> T:
+        value = marshal.loads(payload)
+        if not valid(value):
+            raise ValueError(f"not a {name} table")
+        return value
+
+    def build_entry() -> tuple[T, bytes]:
+        value = build()
+        return value, marshal.dumps(value)
+
+    return cached(name, key, build_entry, load, keep)
 
 
 def _touch(path: Path) -> None:

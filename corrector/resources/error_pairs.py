@@ -192,27 +192,21 @@ class ErrorPairs:
         (resources/cache.py, keyed by the file's bytes) after the first load: the shipped 1.9 MB
         file took 0.07-0.12 s of json.loads in every process's start-up, the cached tables
         0.04-0.07 s of marshal.loads (2 cores)."""
-        import marshal
-
-        from .cache import cached, key_digest
+        from .cache import cached_tables, key_digest
 
         raw = Path(path).read_bytes()
 
-        def build() -> tuple[tuple, bytes]:
+        def build() -> tuple:
             data = json.loads(raw.decode("utf-8"))
             if data.get("version") not in (1, SCHEMA_VERSION):
                 raise ValueError(f"{path}: unsupported error-pairs version {data.get('version')!r}")
-            tables = (data["pair_counts"], data["char_counts"], data.get("sentences", 0), data.get("sources") or [],
-                      data.get("context_counts") or {}, data.get("bigram_counts") or {})
-            return tables, marshal.dumps(tables)
+            return (data["pair_counts"], data["char_counts"], data.get("sentences", 0), data.get("sources") or [],
+                    data.get("context_counts") or {}, data.get("bigram_counts") or {})
 
-        def load(payload: bytes) -> tuple:
-            tables = marshal.loads(payload)
-            if not (isinstance(tables, tuple) and len(tables) == 6 and isinstance(tables[0], dict)):
-                raise ValueError("not an error-pairs table")
-            return tables
+        def valid(tables: object) -> bool:
+            return isinstance(tables, tuple) and len(tables) == 6 and isinstance(tables[0], dict)
 
-        return cls(*cached("error-pairs", key_digest(SCHEMA_VERSION, raw), build, load, keep=2), copy=False)
+        return cls(*cached_tables("error-pairs", key_digest(SCHEMA_VERSION, raw), build, valid, keep=2), copy=False)
 
 
 def context_keys(text: str, offset: int) -> list[str]:

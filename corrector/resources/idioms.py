@@ -61,28 +61,20 @@ class Idioms:
         """The phrases of jieba's dictionary (tags i and l) of at least MIN_FREQ, from the user
         cache (resources/cache.py) after the first build: picking them from the 350,000-word tag
         table took 0.05 s of every process's first correction."""
-        import marshal
-
-        from .cache import cached, key_digest
+        from .cache import cached_tables, key_digest
 
         jieba = ensure_jieba()
         freq, tags = jieba.dt.FREQ, jieba.posseg.dt.word_tag_tab
 
-        def build() -> tuple[dict[str, int], bytes]:
-            phrases = {w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE
-                       and freq.get(w, 0) >= MIN_FREQ}
-            return phrases, marshal.dumps(phrases)
-
-        def load(payload: bytes) -> dict[str, int]:
-            phrases = marshal.loads(payload)
-            if not isinstance(phrases, dict):
-                raise ValueError("not a phrase table")
-            return phrases
+        def build() -> dict[str, int]:
+            return {w: freq.get(w, 0) for w, tag in tags.items() if tag in IDIOM_TAGS and len(w) == SIZE
+                    and freq.get(w, 0) >= MIN_FREQ}
 
         tables_key = jieba_tables_key()
         if tables_key is None:  # jieba set up by someone else: no key for its dictionary
-            return cls(build()[0], freq)
-        return cls(cached("idioms", key_digest(tables_key, sorted(IDIOM_TAGS), SIZE, MIN_FREQ), build, load), freq)
+            return cls(build(), freq)
+        key = key_digest(tables_key, sorted(IDIOM_TAGS), SIZE, MIN_FREQ)
+        return cls(cached_tables("idioms", key, build, lambda value: isinstance(value, dict)), freq)
 
     def fixes(self, text: str) -> dict[int, frozenset[str]]:
         """{offset: the characters that, written there, complete a phrase the text breaks}."""
