@@ -5,10 +5,10 @@
 
 Each run is a fresh interpreter, as a user's shell gives: first the whole CLI call (wall time,
 the median of --runs after one unmeasured warm-up run, so the OS's file cache and the user cache
-are warm), then the phases in one more fresh interpreter: importing torch, the rest of the
-pipeline's imports, building the corrector (weights, int8 copies, ONNX Runtime sessions, jieba's
-dictionaries) and the first correction; and whether transformers got imported (a model directory
-in the shipped layout needs none, runtime/electra.py).
+are warm), then the phases in one more fresh interpreter: the pipeline's imports, building the
+corrector (weights, ONNX Runtime sessions, jieba's dictionaries) and the first correction; and
+whether torch and transformers got imported (a model directory in the shipped layout needs
+neither where onnxruntime is installed: runtime/onnx_networks.py).
 """
 
 from __future__ import annotations
@@ -28,16 +28,14 @@ SENTENCE = "少先队员因该为老人让坐。"
 PHASES = r"""
 import json, sys, time
 marks = [("start", time.perf_counter())]
-import torch
-marks.append(("import torch", time.perf_counter()))
 from corrector.pipeline import Corrector
-marks.append(("import the rest of corrector.pipeline", time.perf_counter()))
+marks.append(("import corrector.pipeline", time.perf_counter()))
 corrector = Corrector(sys.argv[1] or None)
-marks.append(("build the corrector (model, int8, ONNX Runtime, jieba)", time.perf_counter()))
+marks.append(("build the corrector (model, ONNX Runtime, jieba)", time.perf_counter()))
 corrector.correct(sys.argv[2])
 marks.append(("first correction", time.perf_counter()))
 print(json.dumps({"phases": [(name, round(t - marks[i][1], 3)) for i, (name, t) in enumerate(marks[1:])],
-                  "transformers_imported": "transformers" in sys.modules}))
+                  "torch_imported": "torch" in sys.modules, "transformers_imported": "transformers" in sys.modules}))
 """
 
 
@@ -74,12 +72,13 @@ def main(argv: list[str] | None = None) -> dict:
     phases = measured["phases"]
     figures = {"cpus": os.cpu_count(), "runs": args.runs, "cli_seconds": [round(t, 2) for t in times],
                "cli_median_s": round(statistics.median(times), 2), "phases_s": dict(phases),
-               "transformers_imported": measured["transformers_imported"]}
+               "torch_imported": measured["torch_imported"], "transformers_imported": measured["transformers_imported"]}
     print(f"python -m corrector '{SENTENCE}': median {figures['cli_median_s']} s over {args.runs} runs "
           f"({', '.join(f'{t:.2f}' for t in times)}), {os.cpu_count()} CPUs")
     for name, seconds in phases:
         print(f"  {name:<58} {seconds:6.2f} s")
-    print(f"  transformers imported: {'yes' if measured['transformers_imported'] else 'no'}")
+    for name in ("torch", "transformers"):
+        print(f"  {name} imported: {'yes' if measured[f'{name}_imported'] else 'no'}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return figures

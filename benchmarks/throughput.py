@@ -128,24 +128,36 @@ class PassCounter:
     def __init__(self, system) -> None:
         self.counts = {"discriminator": [0, 0], "generator": [0, 0]}
         self.lock = threading.Lock()  # batches run on two worker threads: no lost increments
-        self.handles = []
+        self.restore = []
         for name in self.counts:
-            module = getattr(system.bundle, name)
-            # Electra* wrappers call their inner `electra` module once per pass.
-            self.handles.append(module.electra.register_forward_pre_hook(self._hook(name), with_kwargs=True))
+            network = getattr(system.bundle, name)
+            if hasattr(network, "encode") and not hasattr(network, "electra"):  # ONNX Runtime (onnx_networks.py)
+                network.encode = self._counted(name, network.encode)
+                self.restore.append(lambda network=network: delattr(network, "encode"))
+            else:  # a torch network: its `electra` encoder runs once per pass
+                handle = network.electra.register_forward_pre_hook(self._hook(name), with_kwargs=True)
+                self.restore.append(handle.remove)
+
+    def _count(self, name: str, mask) -> None:
+        tokens = int(mask.sum()) if mask is not None else 0
+        with self.lock:
+            self.counts[name][0] += 1
+            self.counts[name][1] += tokens
+
+    def _counted(self, name: str, encode):
+        def counted(input_ids, attention_mask=None):
+            self._count(name, attention_mask)
+            return encode(input_ids, attention_mask)
+        return counted
 
     def _hook(self, name):
         def hook(module, args, kwargs):
-            mask = kwargs.get("attention_mask")
-            tokens = int(mask.sum()) if mask is not None else 0
-            with self.lock:
-                self.counts[name][0] += 1
-                self.counts[name][1] += tokens
+            self._count(name, kwargs.get("attention_mask"))
         return hook
 
     def per_sentence(self, sentences: int) -> dict:
-        for handle in self.handles:
-            handle.remove()
+        for restore in self.restore:
+            restore()
         return {
             f"{name}_{what}_per_sentence": round(values[i] / sentences, 3)
             for name, values in self.counts.items()

@@ -126,13 +126,12 @@ def count_lines(path: Path) -> int:
 
 
 def build_corrector(args: argparse.Namespace):
-    import torch
-
     from .runtime.models import disable_loading_bars, load_model
+    from .runtime.threads import set_threads
 
     disable_loading_bars()  # model loading bars would clutter the output
     if args.threads:
-        torch.set_num_threads(args.threads)
+        set_threads(args.threads)
     if args.classic:
         from .baselines.classic import ClassicCorrector
 

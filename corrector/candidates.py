@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from .resources.confusion import LEARNED_PAIR, ConfusionSet
 from .runtime.models import ModelBundle
@@ -125,12 +124,11 @@ class VocabConfusion:
         return result
 
 
-def cjk_bias(bundle: ModelBundle) -> torch.Tensor:
-    """0 for CJK ids, -inf elsewhere: added to log-probs so only characters are proposed."""
+def cjk_bias(bundle: ModelBundle) -> np.ndarray:
+    """0 for CJK ids, -inf elsewhere (float32): added to log-probs so only characters are proposed."""
     vocab_size = bundle.generator.config.vocab_size
-    bias = torch.full((vocab_size,), float("-inf"))
-    ids = torch.tensor([i for i in bundle.tokenizer.cjk_ids if i < vocab_size], dtype=torch.long)
-    bias[ids] = 0.0
+    bias = np.full(vocab_size, -np.inf, dtype=np.float32)
+    bias[np.array([i for i in bundle.tokenizer.cjk_ids if i < vocab_size], dtype=np.int64)] = 0.0
     return bias
 
 
@@ -144,18 +142,22 @@ class GeneratorView:
     top_ids: np.ndarray  # (N, k) the most likely allowed ids, best first
 
     @classmethod
-    def of(cls, log_probs: torch.Tensor, source_ids: torch.Tensor, bias: torch.Tensor, top: int) -> GeneratorView:
+    def of(cls, log_probs: np.ndarray, source_ids: np.ndarray, bias: np.ndarray, top: int) -> GeneratorView:
         allowed = log_probs + bias
+        top = min(top, allowed.shape[1])
+        # The top ids of each row, best first: an O(V) partition, then a sort of those few.
+        part = np.argpartition(-allowed, top - 1, axis=1)[:, :top] if len(allowed) else np.zeros((0, top), np.int64)
+        order = np.argsort(-np.take_along_axis(allowed, part, 1), axis=1, kind="stable")
         return cls(
-            allowed=allowed.numpy(),
-            source=log_probs.gather(1, source_ids.view(-1, 1)).squeeze(1).numpy(),
-            top_ids=allowed.topk(min(top, allowed.shape[1]), dim=-1).indices.numpy(),
+            allowed=allowed,
+            source=log_probs[np.arange(len(log_probs)), source_ids],
+            top_ids=np.take_along_axis(part, order, 1),
         )
 
 
 def propose(
     view: GeneratorView,
-    source_ids: torch.Tensor,
+    source_ids: np.ndarray,
     source_chars: list[str],
     vocab_confusion: VocabConfusion,
     config: CandidateConfig,
@@ -173,7 +175,7 @@ def propose(
     """
     allowed, top_ids = view.allowed, view.top_ids  # top_ids: config.top_k + 1 (the source may be one)
     n_positions, vocab = allowed.shape
-    sources = source_ids.numpy().astype(np.int64)
+    sources = np.asarray(source_ids, dtype=np.int64)
     # Confusion-set candidates of every position, concatenated.
     sets = [vocab_confusion(char) for char in source_chars]
     sizes = np.array([len(s[0]) for s in sets], dtype=np.int64)

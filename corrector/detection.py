@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .candidates import VocabConfusion
 from .chunking import Item
@@ -55,12 +54,10 @@ FLAG_LM_FLOOR = -5.0
 CONTEXT_FLAG_MIN_COUNT = 2
 
 
-@torch.inference_mode()
-def detect(bundle: ModelBundle, batch: Batch) -> torch.Tensor:
-    """P(replaced) per character, (B, T - 2) on the CPU; padding columns are 0."""
+def detect(bundle: ModelBundle, batch: Batch) -> np.ndarray:
+    """P(replaced) per character, (B, T - 2) float32; padding columns are 0."""
     probs = bundle.replaced_probability(batch.input_ids, batch.attention_mask)[:, 1:-1]
-    probs = probs * batch.attention_mask[:, 2:].to(probs.dtype)  # zero [SEP] and padding
-    return probs.float().cpu()
+    return probs * batch.attention_mask[:, 2:].astype(probs.dtype)  # zero [SEP] and padding
 
 
 @dataclass
@@ -70,10 +67,10 @@ class Sites:
 
     texts: Sequence[str]  # every text of the call, as the model reads them
     group: list[Item]  # the batch's chunks, one per row
-    rows_t: torch.Tensor  # (N,)
-    index_t: torch.Tensor  # (N,)
+    rows_t: np.ndarray  # (N,) int64
+    index_t: np.ndarray  # (N,) int64
     detect_prob: np.ndarray  # (N,) float64: discriminator P(replaced)
-    source_ids: torch.Tensor  # (N,) vocabulary id of the written character
+    source_ids: np.ndarray  # (N,) int64: vocabulary id of the written character
     generator_pass: GeneratorPass | None = None  # the batch's generator pass, when flagging made one
     rows: list[int] = field(init=False)
     index: list[int] = field(init=False)
@@ -105,14 +102,14 @@ class Detector:
         self.vocab_confusion = vocab_confusion
         self.vocab_to_lm = vocab_to_lm
         self.generator_input = generator_input
-        self._output_layer: tuple[torch.Tensor, torch.Tensor] | None = None  # the generator's, read lazily
+        self._output_layer: tuple[np.ndarray, np.ndarray] | None = None  # the generator's, read lazily
 
     @property
     def flags_by_generator(self) -> bool:
         """Whether the generator's confusion margin flags characters too: the scorer asks for it,
         and the generator reads the sentence as written with a head that can be read per position."""
         return (self.scorer.generator_flag_margin is not None and self.generator_input == "source"
-                and reads_positions(self.bundle.generator))
+                and reads_positions(self.bundle.generator_network()))
 
     def flag(self, texts: Sequence[str], group: list[Item], batch: Batch, threshold: float) -> Sites | None:
         """The batch's flagged positions (None when there are none): the items' `examined`
@@ -120,12 +117,12 @@ class Detector:
         turns on, over what is still unflagged."""
         bundle, scorer = self.bundle, self.scorer
         probs = detect(bundle, batch)  # (B, L)
-        editable = torch.zeros_like(probs, dtype=torch.bool)
-        examined = torch.zeros_like(editable)
+        editable = np.zeros(probs.shape, dtype=bool)
+        examined = np.zeros_like(editable)
         for row, it in enumerate(group):
-            editable[row, : len(it.editable)] = torch.tensor(it.editable)
+            editable[row, : len(it.editable)] = it.editable
             if it.examined is not None:
-                examined[row, : len(it.examined)] = torch.tensor(it.examined)
+                examined[row, : len(it.examined)] = it.examined
         flagged = ((probs > threshold) | examined) & editable
         generator_pass = None
         if self.flags_by_generator:
@@ -137,28 +134,27 @@ class Detector:
             flagged |= self._particle_flags(texts, group, editable & ~flagged)
         if scorer.idiom_threshold_factor is not None:
             flagged |= self._idiom_flags(texts, group, editable & ~flagged)
-        rows_t, index_t = flagged.nonzero(as_tuple=True)
+        rows_t, index_t = np.nonzero(flagged)
         if len(rows_t) == 0:
             return None
-        device = batch.input_ids.device
-        source_ids = batch.input_ids[rows_t.to(device), (index_t + 1).to(device)].cpu()
-        return Sites(texts, group, rows_t, index_t, probs[rows_t, index_t].numpy().astype(np.float64), source_ids,
+        source_ids = batch.input_ids[rows_t, index_t + 1]
+        return Sites(texts, group, rows_t, index_t, probs[rows_t, index_t].astype(np.float64), source_ids,
                      generator_pass)
 
     def _generator_flags(self, texts, group: list[Item], batch: Batch, generator_pass: GeneratorPass,
-                         candidates: torch.Tensor) -> torch.Tensor:
+                         candidates: np.ndarray) -> np.ndarray:
         """(B, L) bool: the `candidates` characters (editable, not flagged by the discriminator) at
         which the generator prefers a confusable character to the written one by more than the
         scorer's `generator_flag_margin`."""
-        rows_t, index_t = candidates.nonzero(as_tuple=True)
-        flags = torch.zeros_like(candidates)
+        rows_t, index_t = np.nonzero(candidates)
+        flags = np.zeros_like(candidates)
         if len(rows_t) == 0:
             return flags
-        written_ids = batch.input_ids[rows_t, index_t + 1].cpu()
+        written_ids = batch.input_ids[rows_t, index_t + 1]
         sets = [self.vocab_confusion(texts[group[r].text_index][group[r].offsets[i]])[0]
                 for r, i in zip(rows_t.tolist(), index_t.tolist(), strict=True)]
         if self._output_layer is None:
-            self._output_layer = output_layer(self.bundle.generator)  # once; a benign race at worst
+            self._output_layer = output_layer(self.bundle)  # once; a benign race at worst
         margins = generator_pass.confusion_margins(rows_t, index_t, written_ids, sets, self._output_layer)
         weight = self.scorer.generator_flag_lm_weight
         if weight and self.bundle.ngram is not None:
@@ -167,41 +163,40 @@ class Detector:
         flags[rows_t[chosen], index_t[chosen]] = True
         return flags
 
-    def with_lm_evidence(self, texts, group: list[Item], rows_t: torch.Tensor, index_t: torch.Tensor,
-                         sets: list[np.ndarray], margins: torch.Tensor, weight: float) -> torch.Tensor:
+    def with_lm_evidence(self, texts, group: list[Item], rows_t: np.ndarray, index_t: np.ndarray,
+                         sets: list[np.ndarray], margins: np.ndarray, weight: float) -> np.ndarray:
         """The flag scores: each generator margin plus `weight` x the n-gram LM's best gain over the
         character's confusion set, where the margin is above FLAG_LM_FLOOR (-inf elsewhere: the
         LM pass costs like a flagged position's candidates, and below the floor it finds little)."""
-        scores = torch.full_like(margins, float("-inf"))
-        near = np.flatnonzero((margins > FLAG_LM_FLOOR).numpy() & (np.array([len(ids) for ids in sets]) > 0))
+        scores = np.full_like(margins, -np.inf)
+        near = np.flatnonzero((margins > FLAG_LM_FLOOR) & (np.array([len(ids) for ids in sets]) > 0))
         if len(near) == 0:
             return scores
         rows, index = rows_t[near].tolist(), index_t[near].tolist()
         sites = [(texts[group[r].text_index], group[r].offsets[i]) for r, i in zip(rows, index, strict=True)]
         gains = self.bundle.ngram.replacement_gains(sites, [self.vocab_to_lm[sets[n]] for n in near])
         best = np.array([site.max() for site in gains])
-        at = torch.from_numpy(near)
-        scores[at] = margins[at] + weight * torch.from_numpy(best).to(margins.dtype)
+        scores[near] = margins[near] + weight * best.astype(margins.dtype)
         return scores
 
-    def _context_flags(self, texts, group: list[Item], candidates: torch.Tensor) -> torch.Tensor:
+    def _context_flags(self, texts, group: list[Item], candidates: np.ndarray) -> np.ndarray:
         """(B, L) bool: the `candidates` characters whose written left or right bigram was corrected
         in training at the scorer's `context_flag_rate` or more (`ErrorPairs.context_flag`)."""
-        flags = torch.zeros_like(candidates)
+        flags = np.zeros_like(candidates)
         table, rate = self.bundle.error_pairs, self.scorer.context_flag_rate
-        for row, index in candidates.nonzero().tolist():
+        for row, index in np.argwhere(candidates).tolist():
             it = group[row]
             if table.context_flag(texts[it.text_index], it.offsets[index], CONTEXT_FLAG_MIN_COUNT, rate):
                 flags[row, index] = True
         return flags
 
-    def _particle_flags(self, texts, group: list[Item], candidates: torch.Tensor) -> torch.Tensor:
+    def _particle_flags(self, texts, group: list[Item], candidates: np.ndarray) -> np.ndarray:
         """(B, L) bool: the `candidates` characters that are particles (的/地/得) where the model's
         particle classifier gives another particle more than the scorer's `particle_flag_gain`
         over the written one (particles.py)."""
-        flags = torch.zeros_like(candidates)
+        flags = np.zeros_like(candidates)
         cells, sites = [], []
-        for row, index in candidates.nonzero().tolist():
+        for row, index in np.argwhere(candidates).tolist():
             it = group[row]
             text, offset = texts[it.text_index], it.offsets[index]
             if text[offset] in PARTICLE_INDEX:
@@ -213,12 +208,12 @@ class Detector:
                 flags[row, index] = gain > self.scorer.particle_flag_gain
         return flags
 
-    def _idiom_flags(self, texts, group: list[Item], candidates: torch.Tensor) -> torch.Tensor:
+    def _idiom_flags(self, texts, group: list[Item], candidates: np.ndarray) -> np.ndarray:
         """(B, L) bool: the `candidates` characters where a character of the same or a similar
         sound or shape completes a four-character idiom the text breaks (resources/idioms.py;
         on with the scorer's `idiom_threshold_factor`): 一股作气 -> 一鼓作气, whose 股 no other
         rule examines."""
-        flags = torch.zeros_like(candidates)
+        flags = np.zeros_like(candidates)
         relation = self.vocab_confusion.confusion.relation
         for row, it in enumerate(group):
             text = texts[it.text_index]

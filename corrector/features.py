@@ -53,7 +53,6 @@ For a flagged position with original character `o` and candidate `c` the feature
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from .candidates import Candidates
 from .detection import Sites
@@ -159,7 +158,7 @@ class Featurizer:
             nouns[row] = {it.chunk.start + o for o in proper_noun_offsets(chunk_text, hmm=self.proper_noun_hmm)}
         return np.array([o in nouns[r] for r, o in zip(sites.rows, sites.offsets, strict=True)])
 
-    def __call__(self, sites: Sites, cands: Candidates, targets: list[str], in_noun: np.ndarray) -> torch.Tensor:
+    def __call__(self, sites: Sites, cands: Candidates, targets: list[str], in_noun: np.ndarray) -> np.ndarray:
         """The (len(cands), len(FEATURES)) float32 matrix; `targets`: each candidate's character."""
         n = cands.position
         lm_gain = np.clip(cands.lm_gain, -20.0, 20.0)
@@ -200,7 +199,7 @@ class Featurizer:
             "prior": none,  # the scorer fills it from the others (Scorer.with_prior)
         }
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
-        return torch.from_numpy(matrix.astype(np.float32))
+        return matrix.astype(np.float32)
 
     def _word_columns(self, sites: Sites, cands: Candidates, targets: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """orig_word per position and cand_word per candidate (a word candidate's character makes
@@ -229,5 +228,5 @@ class Featurizer:
         ngram = self.bundle.ngram
         if ngram is None:
             return np.zeros(len(cands)), np.zeros(len(cands))
-        source_lm = self.vocab_to_lm[sites.source_ids.numpy().astype(np.int64)]
+        source_lm = self.vocab_to_lm[sites.source_ids]
         return ngram.log_unigram(source_lm)[cands.position], ngram.log_unigram(self.vocab_to_lm[cands.target_id])

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from .acceptance import (
     accepted_edits,
@@ -56,7 +56,7 @@ from .resources.homophones import HomophoneWords, WordConfig, whole_words, word_
 from .result import Edit, Result
 from .runtime.models import ModelBundle, check_generator_input, prepare_bundle
 from .runtime.passes import make_batch
-from .runtime.threads import batch_pool
+from .runtime.threads import batch_pool, blas_threads, cpu_threads
 from .scored import ScoredBatch, ScoredCandidate, scored_candidates
 from .scoring import Scorer
 from .text.protection import WordFrequency, read_whitelist
@@ -208,9 +208,9 @@ class Corrector:
     def _start_workers(self) -> None:
         workers = self.config.workers
         if workers is None:
-            workers = 2 if self.bundle.device.type == "cpu" and torch.get_num_threads() >= 2 else 1
+            workers = 2 if self.bundle.device_type == "cpu" and cpu_threads() >= 2 else 1
         self.workers = workers
-        self._threads_per_worker = max(1, torch.get_num_threads() // workers)
+        self._threads_per_worker = max(1, cpu_threads() // workers)
         self._min_split_items = MIN_SPLIT_ITEMS_ONNX if self.runtime == "onnxruntime" else MIN_SPLIT_ITEMS
         if workers > 1:
             batch_pool(workers, self._threads_per_worker)  # started now, not during the first call
@@ -316,7 +316,7 @@ class Corrector:
         targets = [self.bundle.tokenizer.token(t) for t in cands.target_id.tolist()]
         features = self.featurizer(sites, cands, targets, in_noun)
         confidence = word_confidence(cands.group, self.scorer.confidence(features))
-        best = winners(cands.position, cands.group, confidence.clone().double().numpy())
+        best = winners(cands.position, cands.group, confidence.astype(np.float64))
         return ScoredBatch(sites, cands, targets, features, confidence, best)
 
     def _recorrect(self, texts: Sequence[str], results: list[Result], batch_size: int | None,
@@ -381,13 +381,14 @@ class Corrector:
                 yield from run_batch(group)
             return
         pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-        jobs = [pool.submit(run_batch, group) for group in groups]
-        try:
-            for job in jobs:
-                yield from job.result()
-        finally:
-            for job in jobs:  # an error (or a caller that stops early): drop what has not started
-                job.cancel()
+        with blas_threads(self._threads_per_worker):
+            jobs = [pool.submit(run_batch, group) for group in groups]
+            try:
+                for job in jobs:
+                    yield from job.result()
+            finally:
+                for job in jobs:  # an error (or a caller that stops early): drop what has not started
+                    job.cancel()
 
     def _guarded_edits(self, texts: Sequence[str], originals: Sequence[str] | None, item: Item,
                        edits: list[Edit]) -> list[Edit]:

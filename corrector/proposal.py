@@ -5,7 +5,6 @@ its n-gram gain; and, when the corrector proposes them, word candidates (resourc
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from .candidates import CandidateConfig, Candidates, GeneratorView, VocabConfusion, propose
 from .detection import Sites
@@ -20,7 +19,7 @@ class Proposer:
     """The propose stage of one corrector."""
 
     def __init__(self, bundle: ModelBundle, config: CandidateConfig, vocab_confusion: VocabConfusion,
-                 cjk_bias: torch.Tensor, vocab_to_lm: np.ndarray | None, generator_input: str,
+                 cjk_bias: np.ndarray, vocab_to_lm: np.ndarray | None, generator_input: str,
                  homophones: HomophoneWords | None = None, confusion: ConfusionSet | None = None,
                  words: WordConfig | None = None, idioms: bool = False) -> None:
         self.bundle = bundle

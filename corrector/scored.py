@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from .candidates import Candidates
 from .chunking import Item
@@ -20,8 +19,8 @@ class ScoredBatch:
     sites: Sites  # the flagged positions n
     cands: Candidates  # the candidates k, at positions cands.position[k]
     targets: list[str]  # each candidate's character
-    features: torch.Tensor  # (K, len(FEATURES)) as featurized (the prior column still 0)
-    confidence: torch.Tensor  # (K,) the scorer's (a word candidate's members: the word's)
+    features: np.ndarray  # (K, len(FEATURES)) float32 as featurized (the prior column still 0)
+    confidence: np.ndarray  # (K,) float32 the scorer's (a word candidate's members: the word's)
     best: list[int]  # the candidates that win their positions (acceptance.winners), before the threshold
 
 
@@ -41,7 +40,7 @@ class ScoredCandidate:
     word: str = ""
 
 
-def scored_candidates(scored: ScoredBatch, features: torch.Tensor) -> list[tuple[Item, list[ScoredCandidate]]]:
+def scored_candidates(scored: ScoredBatch, features: np.ndarray) -> list[tuple[Item, list[ScoredCandidate]]]:
     """Every candidate of a scored batch as a `ScoredCandidate`, by chunk; `features`: the
     batch's features as the scorer reads them (`Scorer.with_prior`)."""
     sites, cands, targets = scored.sites, scored.cands, scored.targets

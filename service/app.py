@@ -65,17 +65,16 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
                              runtime=settings.runtime, config=options)
         return ProcessCorrector(spec, processes)
 
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would fill the service log on every start
     from corrector.pipeline import (  # imported here: tests with a fake never pay for it
         Corrector,
         CorrectorConfig,
     )
+    from corrector.runtime.models import disable_loading_bars
+    from corrector.runtime.threads import cpu_threads, set_threads
 
+    disable_loading_bars()  # "Loading weights" bars would fill the service log on every start
     # 0: the cores shared among the worker processes (2 cores, --workers 2: one thread each).
-    torch.set_num_threads(settings.threads or max(1, torch.get_num_threads() // settings.workers))
+    set_threads(settings.threads or max(1, cpu_threads() // settings.workers))
     corrector = Corrector(settings.model, device=settings.device, quantize=settings.quantize, bf16=settings.bf16,
                           runtime=settings.runtime,
                           config=CorrectorConfig(**options))
@@ -83,7 +82,7 @@ def load_corrector(settings: Settings) -> SupportsCorrectBatch:
     # other thread, above all the inference thread where a lone sentence runs, gets one: two
     # OpenMP threads there spin against the event loop and the clients on the same cores
     # (measured: 1 client p50 30 vs 18 ms, 8 unbatched clients 31 vs 57 req/s).
-    torch.set_num_threads(1)
+    set_threads(1)
     return corrector
 
 

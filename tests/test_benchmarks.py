@@ -61,4 +61,5 @@ def test_startup_benchmark_reports_the_cli_call_and_its_phases(tmp_path, tiny_mo
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(output.read_text(encoding="utf-8"))
     assert figures["cli_median_s"] > 0 and len(figures["cli_seconds"]) == 1
-    assert "import torch" in figures["phases_s"] and "first correction" in figures["phases_s"]
+    assert "import corrector.pipeline" in figures["phases_s"] and "first correction" in figures["phases_s"]
+    assert figures["torch_imported"] is False and figures["transformers_imported"] is False

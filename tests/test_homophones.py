@@ -7,7 +7,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 from conftest import TINY_TEXT, build_tiny_model
 
 from corrector import Corrector, CorrectorConfig
@@ -91,7 +90,7 @@ def test_a_word_wins_only_as_a_whole():
 
 def test_group_confidence_and_incomplete_words():
     group = np.array([-1, 0, 0, 1, 1])
-    confidence = torch.tensor([0.9, 0.8, 0.3, 0.6, 0.7])
+    confidence = np.array([0.9, 0.8, 0.3, 0.6, 0.7])
     assert word_confidence(group, confidence).tolist() == pytest.approx([0.9, 0.3, 0.3, 0.6, 0.6])
     assert confidence.tolist() == pytest.approx([0.9, 0.8, 0.3, 0.6, 0.7])  # not modified in place
 

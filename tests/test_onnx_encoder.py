@@ -1,21 +1,26 @@
-"""The ONNX Runtime encoder (corrector/runtime/onnx_encoder.py): the int8 network's outputs, each row
-computed alone (so exactly the same in any batch), and the runtime choice of the Corrector."""
+"""The ONNX Runtime networks (corrector/runtime/onnx_encoder.py, onnx_networks.py): the int8
+network's outputs, each row computed alone (so exactly the same in any batch), the numpy heads'
+arithmetic against torch's `Int8Linear`, and the runtime choice of the Corrector."""
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
 from corrector.pipeline import Corrector
 from corrector.runtime import onnx_encoder
-from corrector.runtime.models import load_model
-from corrector.runtime.onnx_encoder import OnnxElectraEncoder, onnx_encoder_supported, onnx_runtime_available
-from corrector.runtime.quantization import int8_copy, is_int8
+from corrector.runtime.int8 import Int8Linear
+from corrector.runtime.models import load_model, quantized
+from corrector.runtime.onnx_encoder import onnx_encoder_supported, onnx_runtime_available
+from corrector.runtime.onnx_networks import Int8Dense, OnnxGenerator, gelu, layer_norm, onnx_copy
+from corrector.runtime.quantization import int8_copy
 
 pytestmark = pytest.mark.skipif(not onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
 
-IDS = torch.tensor([[2, 10, 11, 12, 13, 14, 3], [2, 15, 16, 3, 0, 0, 0], [2, 17, 3, 0, 0, 0, 0]])
-MASK = (IDS != 0).long()
+IDS = np.array([[2, 10, 11, 12, 13, 14, 3], [2, 15, 16, 3, 0, 0, 0], [2, 17, 3, 0, 0, 0, 0]])
+MASK = (IDS != 0).astype(np.int64)
+VALID = MASK.astype(bool)
 
 
 @pytest.fixture(scope="module")
@@ -23,54 +28,79 @@ def tiny_bundle(tiny_model_dir):
     return load_model(str(tiny_model_dir))
 
 
+def _torch_hidden(module) -> torch.Tensor:
+    with torch.inference_mode():
+        return module.electra(input_ids=torch.from_numpy(IDS), attention_mask=torch.from_numpy(MASK)).last_hidden_state
+
+
 @pytest.mark.parametrize("network", ["discriminator", "generator"])  # with and without the embedding projection
 def test_onnx_encoder_is_close_to_the_fp32_and_torch_int8_encoders(tiny_bundle, network):
     original = getattr(tiny_bundle, network)
-    onnx_net, torch_net = int8_copy(original, "onnxruntime"), int8_copy(original, "torch")
-    assert isinstance(onnx_net.electra, OnnxElectraEncoder) and is_int8(onnx_net)
-    valid = MASK.bool()
-    with torch.inference_mode():
-        fp32 = original.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
-        got = onnx_net.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
-        lean = torch_net.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
+    onnx_net = onnx_copy(original)
+    assert onnx_net is not None and onnx_net.runtime == "onnxruntime"
+    fp32, lean = _torch_hidden(original).numpy(), _torch_hidden(int8_copy(original, "torch")).numpy()
+    got = onnx_net.encode(IDS, MASK)
     assert got.shape == fp32.shape
-    assert torch.all(got[~valid] == 0)  # padding positions are left empty
+    assert np.all(got[~VALID] == 0)  # padding positions are left empty
     # 8-bit weights and activations: a few % of the hidden state's size, like the torch int8 encoder.
-    scale = fp32[valid].abs().max()
-    assert (got - fp32)[valid].abs().max() < 0.05 * scale
-    assert (got - lean)[valid].abs().max() < 0.05 * scale
-    with torch.inference_mode():  # the full network (encoder + transformers head) runs too
-        logits = onnx_net(input_ids=IDS, attention_mask=MASK).logits
-    assert logits.shape[:2] == IDS.shape
+    scale = np.abs(fp32[VALID]).max()
+    assert np.abs(got - fp32)[VALID].max() < 0.05 * scale
+    assert np.abs(got - lean)[VALID].max() < 0.05 * scale
+
+
+def test_the_numpy_heads_compute_what_torch_computes(tiny_bundle):
+    """The heads' int8 layers, gelu and LayerNorm in numpy against Int8Linear and torch's ops."""
+    generator = tiny_bundle.generator
+    x = torch.randn(5, generator.config.hidden_size) * 3
+    linear = generator.generator_predictions.dense
+    dense = Int8Dense(linear.weight.detach().numpy(), linear.bias.detach().numpy())
+    with torch.inference_mode():
+        want = Int8Linear.from_linear(linear)(x).numpy()
+        assert np.abs(dense(x.numpy()) - want).max() < 1e-5
+        assert np.abs(gelu(x.numpy()) - torch.nn.functional.gelu(x).numpy()).max() < 1e-6
+        norm = generator.generator_predictions.LayerNorm
+        y = torch.randn(5, norm.normalized_shape[0])
+        assert np.abs(layer_norm(y.numpy(), norm.weight.detach().numpy(), norm.bias.detach().numpy(), norm.eps)
+                      - norm(y).numpy()).max() < 1e-5
+    assert np.allclose(dense.dequantized_weight(), Int8Linear.from_linear(linear).dequantized_weight().numpy())
+
+    # The whole head: ONNX network against the torch int8 network at the same positions.
+    onnx_net, torch_net = onnx_copy(generator), int8_copy(generator, "torch")
+    assert isinstance(onnx_net, OnnxGenerator)
+    rows, columns = np.nonzero(MASK)
+    with torch.inference_mode():
+        hidden = torch_net.electra(input_ids=torch.from_numpy(IDS), attention_mask=torch.from_numpy(MASK)).last_hidden_state
+        want = torch_net.generator_lm_head(torch_net.generator_predictions(hidden[rows, columns])).numpy()
+    got = onnx_net.logits(onnx_net.states(hidden.numpy(), rows, columns))
+    assert np.abs(got - want).max() < 1e-3 * np.abs(want).max()
 
 
 def test_onnx_encoder_rows_do_not_depend_on_their_batch(tiny_bundle):
-    encoder = int8_copy(tiny_bundle.discriminator, "onnxruntime").electra
-    together = encoder(input_ids=IDS, attention_mask=MASK).last_hidden_state
+    network = onnx_copy(tiny_bundle.discriminator)
+    together = network.replaced_probability(IDS, MASK)
     for row in range(len(IDS)):
         length = int(MASK[row].sum())
-        alone = encoder(input_ids=IDS[row:row + 1, :length]).last_hidden_state
-        assert torch.equal(alone[0], together[row, :length])  # bit-identical: each row runs alone
+        alone = network.replaced_probability(IDS[row:row + 1, :length])
+        assert np.array_equal(alone[0], together[row, :length])  # bit-identical: each row runs alone
+        assert np.all(together[row, length:] == 0)
 
 
-def test_onnx_encoder_refuses_what_it_cannot_run(tiny_bundle):
-    encoder = int8_copy(tiny_bundle.discriminator, "onnxruntime").electra
+def test_onnx_networks_refuse_what_they_cannot_run(tiny_bundle):
+    network = onnx_copy(tiny_bundle.discriminator)
     with pytest.raises(ValueError, match="right-padded"):
-        encoder(input_ids=IDS, attention_mask=MASK.flip(1))
-    with pytest.raises(ValueError, match="token type 0"):
-        encoder(input_ids=IDS, token_type_ids=torch.ones_like(IDS))
-    with pytest.raises(ValueError, match="input_ids"):
-        encoder(input_ids=IDS, position_ids=torch.arange(IDS.shape[1])[None])
-    assert copy.deepcopy(encoder) is encoder  # the session is shared, not copied
+        network.encode(IDS, MASK[:, ::-1])
+    assert copy.deepcopy(network) is network  # the session is shared, not copied
 
     relu = copy.deepcopy(tiny_bundle.discriminator)
     relu.config = copy.deepcopy(relu.config)
     relu.electra.config = relu.config
     relu.config.hidden_act = "relu"
-    assert not onnx_encoder_supported(relu.electra)
-    assert not isinstance(int8_copy(relu).electra, OnnxElectraEncoder)  # "auto": the torch encoder instead
+    assert not onnx_encoder_supported(relu.electra) and onnx_copy(relu) is None
+    bundle = copy.copy(tiny_bundle)
+    bundle.discriminator = relu
+    assert quantized(bundle).runtime == "torch"  # "auto": the torch int8 networks instead
     with pytest.raises(ValueError, match="ONNX encoder can run"):
-        int8_copy(relu, "onnxruntime")
+        quantized(bundle, "onnxruntime")
 
 
 def test_corrector_runs_onnx_by_default_and_gives_the_same_results_in_any_batch(trained_model_dir):
@@ -81,6 +111,8 @@ def test_corrector_runs_onnx_by_default_and_gives_the_same_results_in_any_batch(
     batched = corrector.correct_batch(texts, batch_size=4)
     assert batched == [corrector.correct(text) for text in texts]  # confidences included
     assert batched[0].target == "少先队员应该为老人让座"
+    # Read from the directory (no torch module), the same results.
+    assert Corrector(str(trained_model_dir)).correct_batch(texts, batch_size=4) == batched
     # The torch int8 encoder finds the same correction.
     assert Corrector(bundle, runtime="torch").correct(texts[0]).target == batched[0].target
     with pytest.raises(ValueError, match="already runs onnxruntime"):
@@ -96,9 +128,6 @@ def test_unsigned_weights_are_exact_where_signed_ones_would_saturate(tiny_bundle
     assert isinstance(onnx_encoder.signed_weights_saturate(), bool)
     monkeypatch.setattr(onnx_encoder, "signed_weights_saturate", lambda: True)
     original = getattr(tiny_bundle, network)
-    unsigned = int8_copy(original, "onnxruntime")
-    valid = MASK.bool()
-    with torch.inference_mode():
-        fp32 = original.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
-        got = unsigned.electra(input_ids=IDS, attention_mask=MASK).last_hidden_state
-    assert (got - fp32)[valid].abs().max() < 0.05 * fp32[valid].abs().max()
+    fp32 = _torch_hidden(original).numpy()
+    got = onnx_copy(original).encode(IDS, MASK)
+    assert np.abs(got - fp32)[VALID].max() < 0.05 * np.abs(fp32[VALID]).max()

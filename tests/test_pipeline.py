@@ -18,6 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import build_tiny_model
@@ -302,13 +303,14 @@ def test_network_scorer_learns_an_interaction_the_linear_one_cannot():
     json.dumps(config)
     network = Scorer.from_config(config)
     assert network.uses("lm_gain") and not network.uses("recheck_prob") and not network.uses("gen_logprob")
-    accuracy = ((network.confidence(x) > 0.5).float() == labels).float().mean()
+    gold = labels.numpy() > 0.5
+    accuracy = ((network.confidence(x) > 0.5) == gold).mean()
     assert accuracy > 0.97
     # The round trip keeps the scores.
     again = Scorer.from_config(network.to_config())
-    assert torch.allclose(again.logits(x), network.logits(x))
+    assert np.allclose(again.logits(x), network.logits(x))
     linear = Scorer.from_config(Scorer.fit(x, labels))
-    assert ((linear.confidence(x) > 0.5).float() == labels).float().mean() < accuracy
+    assert ((linear.confidence(x) > 0.5) == gold).mean() < accuracy
     with pytest.raises(ValueError, match="unknown"):
         Scorer.fit(x, labels, hidden=4, inputs=["no_such_feature"])
 
@@ -325,9 +327,9 @@ def test_network_members_average_into_one_wider_network():
     ensemble = Scorer.from_config(Scorer.fit(x, labels, hidden=4, inputs=inputs, seed=7, members=3))
     singles = [Scorer.from_config(Scorer.fit(x, labels, hidden=4, inputs=inputs, seed=s)) for s in (7, 8, 9)]
     assert len(ensemble.mlp["b1"]) == 12 and len(ensemble.mlp["w1"][0]) == 2
-    mean_logit = torch.stack([s.logits(x) for s in singles]).mean(0)
-    assert torch.allclose(ensemble.logits(x), mean_logit, atol=1e-4)
-    assert ((ensemble.confidence(x) > 0.5).float() == labels).float().mean() > 0.95
+    mean_logit = np.stack([s.logits(x) for s in singles]).mean(0)
+    assert np.allclose(ensemble.logits(x), mean_logit, atol=1e-4)
+    assert ((ensemble.confidence(x) > 0.5) == (labels.numpy() > 0.5)).mean() > 0.95
     with pytest.raises(ValueError, match="members"):
         Scorer.fit(x, labels, hidden=4, inputs=inputs, members=0)
     # A network or a linear fit keeps the base's thresholds and flag settings.
@@ -527,18 +529,26 @@ def test_rejects_non_strings(wild):
         wild.correct_batch(["好", None])
 
 
-def test_one_generator_pass_per_batch(wild):
-    calls = {"discriminator": 0, "generator": 0}
-    handles = [
-        getattr(wild.bundle, name).electra.register_forward_pre_hook(
-            lambda module, args, name=name: calls.__setitem__(name, calls[name] + 1))
-        for name in calls
-    ]
-    try:
-        results = wild.correct_batch([MIXED, NASTY, WRONG, RIGHT], batch_size=32)
-    finally:
-        for handle in handles:
-            handle.remove()
+def count_encoder_passes(bundle, monkeypatch) -> dict[str, list]:
+    """The input ids of every encoder pass of the bundle's (ONNX Runtime) networks, by network."""
+    seen: dict[str, list] = {"discriminator": [], "generator": []}
+    for name, passes in seen.items():
+        network = getattr(bundle, name)
+        encode = network.encode
+
+        def counted(input_ids, *args, encode=encode, passes=passes, **kwargs):
+            passes.append(np.array(input_ids))
+            return encode(input_ids, *args, **kwargs)
+
+        monkeypatch.setattr(network, "encode", counted)
+    return seen
+
+
+def test_one_generator_pass_per_batch(wild, monkeypatch):
+    seen = count_encoder_passes(wild.bundle, monkeypatch)
+    results = wild.correct_batch([MIXED, NASTY, WRONG, RIGHT], batch_size=32)
+    monkeypatch.undo()
+    calls = {name: len(passes) for name, passes in seen.items()}
     assert sum(len(r.edits) for r in results) > 10  # many flagged positions ...
     assert calls == {"discriminator": 1, "generator": 1}  # ... one detection pass, one generator pass
 
@@ -550,12 +560,15 @@ def test_source_input_reads_the_sentence_as_written(trained):
     bundle = trained.bundle
     texts = [WRONG, RIGHT[:5]]
     batch = make_batch([bundle.tokenizer.encode(t).ids for t in texts], bundle)
-    rows, index = torch.tensor([0, 0, 1]), torch.tensor([2, 5, 1])
+    rows, index = np.array([0, 0, 1]), np.array([2, 5, 1])
     got = generator_log_probs(bundle, batch, rows, index, mask=False)
-    with torch.inference_mode():
-        full = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.log_softmax(-1)
-    assert torch.allclose(got, full[rows, index + 1], atol=1e-4)
-    assert not torch.allclose(got, generator_log_probs(bundle, batch, rows, index), atol=1e-3)
+    network = bundle.generator_network()  # the whole head at every position of the unmasked batch
+    hidden = network.encode(batch.input_ids, batch.attention_mask)
+    every_row, every_column = np.indices(batch.input_ids.shape).reshape(2, -1)
+    full = network.logits(network.states(hidden, every_row, every_column)).reshape(*batch.input_ids.shape, -1)
+    full = full - np.log(np.exp(full - full.max(-1, keepdims=True)).sum(-1, keepdims=True)) - full.max(-1, keepdims=True)
+    assert np.allclose(got, full[rows, index + 1], atol=1e-4)
+    assert not np.allclose(got, generator_log_probs(bundle, batch, rows, index), atol=1e-3)
 
 
 def test_generator_input_comes_from_calibration_then_fine_tuning(trained, monkeypatch):
@@ -570,17 +583,13 @@ def test_generator_input_comes_from_calibration_then_fine_tuning(trained, monkey
         Corrector(bundle, config=CorrectorConfig(generator_input="sideways"))
 
 
-def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, confusion):
+def test_source_input_is_one_unmasked_generator_pass_per_batch(tiny_model_dir, confusion, monkeypatch):
     config = CorrectorConfig(max_edits_per_sentence=10_000, generator_input="source", passes=1)
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.0, confusion=confusion,
                           config=config)
-    seen = []
-    handle = corrector.bundle.generator.electra.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append(kwargs["input_ids"].clone()), with_kwargs=True)
-    try:
-        results = corrector.correct_batch([MIXED, WRONG, RIGHT], batch_size=32)
-    finally:
-        handle.remove()
+    seen = count_encoder_passes(corrector.bundle, monkeypatch)["generator"]
+    results = corrector.correct_batch([MIXED, WRONG, RIGHT], batch_size=32)
+    monkeypatch.undo()
     assert sum(len(r.edits) for r in results) > 10
     assert len(seen) == 1  # one pass ...
     assert not (seen[0] == corrector.bundle.tokenizer.mask_token_id).any()  # ... over the text as written
@@ -614,29 +623,31 @@ def test_generator_flags_examine_characters_the_discriminator_leaves(tiny_model_
 
 def test_confusion_margins_equal_the_full_heads_logits(tiny_model_dir, confusion):
     from corrector.candidates import VocabConfusion
+    from corrector.runtime.models import quantized
     from corrector.runtime.passes import GeneratorPass, make_batch, output_layer
-    from corrector.runtime.quantization import int8_copy
 
     bundle = load_model(str(tiny_model_dir))
     ids = bundle.tokenizer.encode(WRONG).ids
     batch = make_batch([ids], bundle)
-    rows, index = torch.zeros(len(ids), dtype=torch.long), torch.arange(len(ids))
-    written = torch.tensor(ids)
+    rows, index = np.zeros(len(ids), dtype=np.int64), np.arange(len(ids))
+    written = np.array(ids)
     vocab_confusion = VocabConfusion(confusion, bundle)
     sets = [vocab_confusion(ch)[0] for ch in WRONG]
     sets[3] = sets[3][:0]  # a character without a confusion set is never flagged
     margins = GeneratorPass(bundle, batch.input_ids, batch.attention_mask).confusion_margins(
-        rows, index, written, sets, output_layer(bundle.generator))
+        rows, index, written, sets, output_layer(bundle))
     with torch.no_grad():
-        logits = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[0, 1:-1]
-    expected = torch.tensor([float(logits[i, torch.from_numpy(s)].max() - logits[i, ids[i]]) if len(s) else float("-inf")
-                             for i, s in enumerate(sets)])
-    assert torch.allclose(margins, expected, atol=1e-4)
-    # An int8 head's rows are read dequantized: within half a quantization step of the weights.
-    weight = bundle.generator.generator_lm_head.weight
-    dequantized, _ = output_layer(int8_copy(bundle.generator, encoder="torch"))
-    step = weight.abs().amax(dim=1, keepdim=True) / 127
-    assert ((dequantized - weight).abs() <= step / 2 + 1e-7).all()
+        logits = bundle.generator(input_ids=torch.from_numpy(batch.input_ids),
+                                  attention_mask=torch.from_numpy(batch.attention_mask)).logits[0, 1:-1].numpy()
+    expected = np.array([logits[i, s].max() - logits[i, ids[i]] if len(s) else -np.inf for i, s in enumerate(sets)])
+    assert np.allclose(margins, expected, atol=1e-4)
+    # An int8 head's rows are read dequantized: within half a quantization step of the weights
+    # (the torch int8 head and the ONNX network's numpy one alike).
+    weight = bundle.generator.generator_lm_head.weight.detach().numpy()
+    step = np.abs(weight).max(axis=1, keepdims=True) / 127
+    for runtime in ("torch", "onnxruntime"):
+        dequantized, _ = output_layer(quantized(bundle, runtime))
+        assert (np.abs(dequantized - weight) <= step / 2 + 1e-7).all()
 
 
 def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_dir, confusion):
@@ -659,9 +670,9 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
     group = corrector._items([WRONG])
     item = group[0]
     index = [i for i, editable in enumerate(item.editable) if editable]
-    rows_t, index_t = torch.zeros(len(index), dtype=torch.long), torch.tensor(index)
+    rows_t, index_t = np.zeros(len(index), dtype=np.int64), np.array(index)
     sets = [corrector.vocab_confusion(WRONG[item.offsets[i]])[0] for i in index]
-    margins = torch.linspace(FLAG_LM_FLOOR - 2, 2.0, len(index))
+    margins = np.linspace(FLAG_LM_FLOOR - 2, 2.0, len(index), dtype=np.float32)
     scores = corrector.detector.with_lm_evidence([WRONG], group, rows_t, index_t, sets, margins, 0.5)
     for n, i in enumerate(index):
         if margins[n] <= FLAG_LM_FLOOR or len(sets[n]) == 0:
@@ -670,14 +681,14 @@ def test_generator_flag_scores_add_the_lm_evidence_above_the_floor(tiny_model_di
         site = (WRONG, item.offsets[i])
         gains = lm.site_gains([site], np.zeros(len(sets[n]), dtype=np.int64), corrector.vocab_to_lm[sets[n]])
         assert scores[n] == pytest.approx(float(margins[n]) + 0.5 * float(gains.max()), abs=1e-4)
-    assert torch.isfinite(scores).sum() > 2
+    assert np.isfinite(scores).sum() > 2
     # In the corrector: exactly the characters whose score clears the margin are examined.
     from corrector.runtime.passes import GeneratorPass, make_batch, output_layer
 
     batch = make_batch([item.ids], corrector.bundle)
     written = batch.input_ids[rows_t, index_t + 1]
     true_margins = GeneratorPass(corrector.bundle, batch.input_ids, batch.attention_mask).confusion_margins(
-        rows_t, index_t, written, sets, output_layer(corrector.bundle.generator))
+        rows_t, index_t, written, sets, output_layer(corrector.bundle))
     flag_scores = corrector.detector.with_lm_evidence([WRONG], group, rows_t, index_t, sets, true_margins, 0.5)
     expected = {item.offsets[i] for n, i in enumerate(index) if flag_scores[n] > 0.0}
     assert 0 < len(expected) < int((true_margins > 0.0).sum())  # the LM's evidence moved the flags
@@ -694,8 +705,8 @@ def test_second_pass_examines_its_offsets_whether_flagged_or_not(tiny_model_dir,
     corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.5, confusion=confusion,
                           config=config)
     # A discriminator that flags nothing, and no other flag rule (the default scorer has none).
-    monkeypatch.setattr(detection, "detect", lambda bundle, batch: torch.zeros(batch.input_ids.shape[0],
-                                                                               batch.input_ids.shape[1] - 2))
+    monkeypatch.setattr(detection, "detect", lambda bundle, batch: np.zeros((batch.input_ids.shape[0],
+                                                                             batch.input_ids.shape[1] - 2)))
     text = "今天天气很好，我们一起去公园散步。"
     assert corrector._correct_once([text], None, 0.0)[0].edits == []  # the first pass examines nothing
     second = corrector._correct_once([text], None, 0.0, examine=[{3, 4}])[0]
@@ -715,7 +726,7 @@ def test_second_pass_reads_the_whole_edited_sentence_and_no_other(tiny_model_dir
     first_char = corrector.bundle.tokenizer.encode(text).ids[0]
 
     def detect(bundle, batch):  # as written: 今 flagged; once 今 is corrected: 散 (14) and 也 (19)
-        probs = torch.zeros(batch.input_ids.shape[0], batch.input_ids.shape[1] - 2)
+        probs = np.zeros((batch.input_ids.shape[0], batch.input_ids.shape[1] - 2))
         for row in range(len(probs)):
             probs[row, [0] if int(batch.input_ids[row, 1]) == first_char else [14, 19]] = 1.0
         return probs

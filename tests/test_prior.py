@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,10 +37,10 @@ def test_prior_network_fills_the_prior_feature_and_the_scorer_reads_it():
     prior = fit_prior(x, y, hidden=4)
     assert prior["inputs"] == list(PRIOR_INPUTS)
     scorer = Scorer(prior=prior)
-    filled = scorer.with_prior(x)
+    filled = scorer.with_prior(x.numpy())
     assert torch.equal(x[:, FEATURE_INDEX["prior"]], torch.zeros(len(x)))  # the input is left as it was
     prior_logit = filled[:, FEATURE_INDEX["prior"]]
-    assert torch.corrcoef(torch.stack([prior_logit, x[:, FEATURE_INDEX["lm_gain"]]]))[0, 1] > 0.9
+    assert np.corrcoef(np.stack([prior_logit, x[:, FEATURE_INDEX["lm_gain"]].numpy()]))[0, 1] > 0.9
     # A scorer fitted with the prior reads its output (and keeps the network); one fitted without does not.
     with_prior = Scorer.from_config(Scorer.fit(x, y, base={"prior": prior}, hidden=4))
     without = Scorer.from_config(Scorer.fit(x, y, hidden=4))
@@ -48,11 +49,11 @@ def test_prior_network_fills_the_prior_feature_and_the_scorer_reads_it():
     assert Scorer.from_config(with_prior.to_config()).prior == prior
     # Adding a prior to a scorer fitted without one changes nothing.
     late = Scorer.from_config({**without.to_config(), "prior": prior})
-    assert torch.allclose(late.confidence(x), without.confidence(x))
+    assert np.allclose(late.confidence(x), without.confidence(x))
     # The scorer's confidence moves with the prior's output, which moves with lm_gain alone.
     changed = x.clone()
     changed[:, FEATURE_INDEX["lm_gain"]] += 2.0
-    assert (with_prior.confidence(changed) > with_prior.confidence(x)).float().mean() > 0.9
+    assert (with_prior.confidence(changed) > with_prior.confidence(x)).mean() > 0.9
 
 
 def test_prior_network_refuses_network_outputs_and_one_class_labels():

@@ -3,6 +3,7 @@ the lean encoder that runs them (corrector/lean_encoder.py): the int8 transforme
 The tiny discriminator has an embedding projection (embeddings 32, hidden 64), the generator none."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ import torch
 from corrector.pipeline import Corrector
 from corrector.runtime import int8
 from corrector.runtime.lean_encoder import LeanElectraEncoder, lean_encoder_supported
-from corrector.runtime.models import load_model
+from corrector.runtime.models import load_model, quantized
+from corrector.runtime.onnx_encoder import onnx_runtime_available
 from corrector.runtime.quantization import Int8Linear, int8_copy, is_int8
 
 
@@ -58,6 +60,7 @@ def test_corrector_precision_choices(tiny_bundle):
     assert Corrector(tiny_bundle, quantize=False).precision == "fp32"
     assert Corrector(tiny_bundle, bf16=True).precision == "bf16"
     assert Corrector(tiny_bundle, runtime="torch").runtime == "torch"
+    assert default.runtime == ("onnxruntime" if onnx_runtime_available() else "torch")
     with pytest.raises(ValueError, match="runtime must be one of"):
         Corrector(tiny_bundle, runtime="tensorrt")
     with pytest.raises(ValueError, match="encoder must be one of"):
@@ -67,6 +70,8 @@ def test_corrector_precision_choices(tiny_bundle):
         Corrector(default.bundle, quantize=False)
     with pytest.raises(ValueError, match="CPU"):
         int8_copy(torch.nn.Linear(4, 4, device="meta"))
+    with pytest.raises(ValueError, match="CPU"):
+        quantized(dataclasses.replace(tiny_bundle, device="cuda"))
 
 
 @pytest.mark.parametrize("network", ["discriminator", "generator"])

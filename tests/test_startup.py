@@ -1,6 +1,6 @@
-"""Start-up mechanics: the int8 networks read without transformers (runtime/electra.py), the
-tokenizer read from the vocabulary, and the user cache (resources/cache.py) of the ONNX graphs and
-jieba's tables."""
+"""Start-up mechanics: the int8 networks read without transformers (runtime/electra.py) and, in
+ONNX Runtime, without torch (runtime/onnx_networks.py), the tokenizer read from the vocabulary,
+and the user cache (resources/cache.py) of the ONNX graphs and jieba's tables."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-import torch
 
 from corrector.resources import cache
 from corrector.runtime import onnx_encoder
 from corrector.runtime.electra import read_network
 from corrector.runtime.models import DEFAULT_MODEL_DIR, load_int8_model, load_model, prepare_bundle, quantized
+from corrector.runtime.network_config import read_config, read_weights
 from corrector.text.tokenization import CharTokenizer, read_vocab_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,11 +31,11 @@ def cache_home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
-def _batch(tokenizer: CharTokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(tokenizer: CharTokenizer) -> tuple[np.ndarray, np.ndarray]:
     rows = [tokenizer.with_special_tokens(tokenizer.encode(text).ids) for text in SENTENCES]
     width = max(map(len, rows))
-    ids = torch.tensor([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows])
-    return ids, (ids != tokenizer.pad_token_id).long()
+    ids = np.array([row + [tokenizer.pad_token_id] * (width - len(row)) for row in rows], dtype=np.int64)
+    return ids, (ids != tokenizer.pad_token_id).astype(np.int64)
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +48,14 @@ def test_the_lean_load_gives_the_transformers_load_s_outputs_on_the_shipped_mode
     lean, reference = load_int8_model(str(DEFAULT_MODEL_DIR), runtime), quantized(shipped_fp32, runtime)
     assert lean is not None and lean.precision == "int8" and lean.runtime == reference.runtime == runtime
     ids, mask = _batch(reference.tokenizer)
-    with torch.inference_mode():
-        assert torch.equal(lean.replaced_probability(ids, mask), reference.replaced_probability(ids, mask))
-        hidden = lean.generator.electra(input_ids=ids, attention_mask=mask).last_hidden_state
-        assert torch.equal(hidden, reference.generator.electra(input_ids=ids, attention_mask=mask).last_hidden_state)
-        states = lean.generator.generator_predictions(hidden)
-        assert torch.equal(states, reference.generator.generator_predictions(hidden))
-        assert torch.equal(lean.generator.generator_lm_head(states), reference.generator.generator_lm_head(states))
+    assert np.array_equal(lean.replaced_probability(ids, mask), reference.replaced_probability(ids, mask))
+    network, other = lean.generator_network(), reference.generator_network()
+    hidden = network.encode(ids, mask)
+    assert np.array_equal(np.asarray(hidden), np.asarray(other.encode(ids, mask)))
+    rows, columns = np.nonzero(mask)
+    states = network.states(hidden, rows, columns)
+    assert np.array_equal(states, other.states(other.encode(ids, mask), rows, columns))
+    assert np.array_equal(network.logits(states), other.logits(states))
     assert (lean.generator_input, lean.max_length, lean.scorer_config) == (
         reference.generator_input, reference.max_length, reference.scorer_config)
 
@@ -83,16 +85,19 @@ def test_networks_the_lean_reader_does_not_know_are_loaded_by_transformers(tiny_
     assert load_int8_model(str(model)) is None
     bundle = prepare_bundle(str(model))  # transformers' networks, then int8
     assert bundle.precision == "int8" and type(bundle.generator).__module__.startswith("transformers")
-    assert type(prepare_bundle(str(tiny_model_dir)).generator).__module__ == "corrector.runtime.electra"
+    assert type(prepare_bundle(str(tiny_model_dir), runtime="torch").generator).__module__ == "corrector.runtime.electra"
+    if onnx_encoder.onnx_runtime_available():  # the default: read from the files, no torch module at all
+        assert type(prepare_bundle(str(tiny_model_dir)).generator).__module__ == "corrector.runtime.onnx_networks"
 
 
-def test_a_corrector_from_the_shipped_directory_never_imports_transformers():
+@pytest.mark.skipif(not onnx_encoder.onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
+def test_a_corrector_from_the_shipped_directory_imports_neither_transformers_nor_torch():
     code = ("import sys; from corrector import Corrector; result = Corrector('data/model').correct('少先队员因该为老人让坐');"
-            "print(result.target, 'transformers' in sys.modules)")
+            "print(result.target, 'transformers' in sys.modules, 'torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["少先队员应该为老人让坐", "False"]
+    assert out.stdout.split() == ["少先队员应该为老人让坐", "False", "False"]
 
 
 def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory(cache_home, monkeypatch):
@@ -116,19 +121,20 @@ def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory
 
 @pytest.mark.skipif(not onnx_encoder.onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
 def test_the_onnx_graph_is_cached_per_weights(tiny_model_dir, cache_home, monkeypatch):
-    network = read_network(tiny_model_dir / "discriminator")
-    built = onnx_encoder.encoder_graph(network.electra)
+    config = read_config(tiny_model_dir / "discriminator")
+    weights = {name.removeprefix("electra."): array for name, array in read_weights(tiny_model_dir / "discriminator").items()
+               if name.startswith("electra.")}
+    built = onnx_encoder.encoder_graph(weights, config)
     assert len(list(cache_home.glob(f"{onnx_encoder.GRAPH_CACHE}-*.bin"))) == 1
 
     def no_build(*args, **kwargs):
         raise AssertionError("built again")
 
     monkeypatch.setattr(onnx_encoder, "build_encoder_graph", no_build)
-    assert onnx_encoder.encoder_graph(network.electra) == built  # read from the cache
-    with torch.no_grad():
-        network.electra.encoder.layer[0].output.dense.weight[0, 0] += 1.0  # another model
+    assert onnx_encoder.encoder_graph(weights, config) == built  # read from the cache
+    weights["encoder.layer.0.output.dense.weight"] = weights["encoder.layer.0.output.dense.weight"] + 1.0  # another model
     with pytest.raises(AssertionError, match="built again"):
-        onnx_encoder.encoder_graph(network.electra)
+        onnx_encoder.encoder_graph(weights, config)
 
 
 JIEBA_STATE = """

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from ..detection import detect
 from ..resources.confusion import ConfusionSet, kind_of
 from ..result import Edit, Result
 from ..runtime.models import ModelBundle, load_model
-from ..runtime.passes import make_batch
+from ..runtime.passes import generator_log_probs, make_batch
 from ..text.segmentation import split_text
 from ..text.tokenization import is_cjk
 
@@ -60,7 +60,6 @@ class ClassicCorrector:
     ) -> list[Result]:
         return [self.correct(text, threshold=threshold) for text in texts]  # one at a time, as the original
 
-    @torch.inference_mode()
     def _correct_chunk(self, text: str, chunk) -> list[Edit]:
         bundle, tok = self.bundle, self.bundle.tokenizer
         enc = tok.encode(text[chunk.start:chunk.end])
@@ -75,16 +74,13 @@ class ClassicCorrector:
                 continue
             if not chunk.own_start <= offset < chunk.own_end:
                 continue
-            masked = list(ids)
-            masked[i] = tok.mask_token_id
-            batch = make_batch([masked], bundle)
-            logits = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            top = logits[0, i + 1].float().softmax(-1).topk(self.top_k)
-            top_ids = top.indices.tolist()
+            # The generator at position i, [MASK]ed there (later masks see earlier corrections).
+            generated = np.exp(generator_log_probs(bundle, make_batch([ids], bundle), np.array([0]), np.array([i]))[0])
+            top_ids = np.argsort(-generated, kind="stable")[: self.top_k].tolist()
             if ids[i] in top_ids:
                 continue  # the generator agrees with the text
             related = self.confusion.relations(source)
-            for prob, token_id in zip(top.values.tolist(), top_ids, strict=True):
+            for prob, token_id in zip(generated[top_ids].tolist(), top_ids, strict=True):
                 target = tok.token(token_id)
                 if target in related:
                     ids[i] = token_id  # later masks see this correction

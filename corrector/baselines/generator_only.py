@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
+import numpy as np
 
 from ..candidates import cjk_bias
 from ..result import Edit, Result
 from ..runtime.models import ModelBundle, load_model
-from ..runtime.passes import make_batch
+from ..runtime.passes import generator_log_probs, make_batch
 from ..text.segmentation import split_text
 from ..text.tokenization import is_cjk
 
@@ -56,21 +56,20 @@ class GeneratorCorrector:
                             edits[k].append(Edit(offset, source, target, round(confidence, 4)))
         return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
-    @torch.inference_mode()
     def _read(self, encodings) -> list[dict[int, tuple[str, float]]]:
         """Per chunk: {token index: (the generator's top CJK character, its probability)} where
         that character differs from the token there."""
         bundle = self.bundle
         batch = make_batch([list(e.ids) for e in encodings], bundle)
-        with bundle.autocast():
-            logits = bundle.generator(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        logits = logits[:, 1:-1].float().cpu()
-        best_logits, best_ids = (logits + self.cjk_bias).max(-1)  # the top CJK id (-inf elsewhere)
-        best = (best_logits - logits.logsumexp(-1)).exp()  # its probability, without a softmax over V
-        out = []
-        for row, encoding in enumerate(encodings):
-            ids = torch.tensor(encoding.ids)
-            n = len(ids)
-            changed = (best_ids[row, :n] != ids).nonzero(as_tuple=True)[0].tolist()
-            out.append({i: (bundle.tokenizer.token(int(best_ids[row, i])), float(best[row, i])) for i in changed})
+        rows = np.repeat(np.arange(len(encodings)), [len(e.ids) for e in encodings])
+        index = np.concatenate([np.arange(len(e.ids)) for e in encodings]) if len(rows) else rows
+        log_probs = generator_log_probs(bundle, batch, rows, index, mask=False) if len(rows) else None
+        out: list[dict[int, tuple[str, float]]] = [{} for _ in encodings]
+        if log_probs is None:
+            return out
+        best_ids = (log_probs + self.cjk_bias).argmax(-1)  # the top CJK id (-inf elsewhere)
+        best = np.exp(log_probs[np.arange(len(rows)), best_ids])
+        for n, (row, i) in enumerate(zip(rows.tolist(), index.tolist(), strict=True)):
+            if best_ids[n] != encodings[row].ids[i]:
+                out[row][i] = (bundle.tokenizer.token(int(best_ids[n])), float(best[n]))
         return out

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from ..pipeline import CorrectorConfig
 from ..pretrain.corpus import CorpusStats, iter_lines, list_corpus_files
@@ -123,7 +123,7 @@ def fit_prior_network(model_dir: str | Path, train: Sequence[str | Path], exclud
             f"{len(sides)} correct sides and {table.sentences} pairs without it; {len(candidates)} candidates, {sum(fold_labels)} gold of {errors} errors")
         matrices.append(feature_matrix([c.features for c in candidates]))
         labels.extend(fold_labels)
-    prior = fit_prior(torch.cat(matrices), labels, hidden=hidden, seed=seed)
+    prior = fit_prior(np.concatenate(matrices), labels, hidden=hidden, seed=seed)
     path = Path(model_dir) / SCORER_FILE
     scorer = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     # How it was fitted travels inside the network's dict, so that `calibrate` keeps it with it.

@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ..candidates import Candidates
 from ..text.protection import ensure_jieba
@@ -232,15 +231,16 @@ def whole_words(cands: Candidates) -> Candidates:
     return cands if intact.all() else cands.select(intact)
 
 
-def word_confidence(group: np.ndarray, confidence: torch.Tensor) -> torch.Tensor:
+def word_confidence(group: np.ndarray, confidence: np.ndarray) -> np.ndarray:
     """Every member of a word gets the word's weakest member's confidence: a word is as sure as
     its least sure character, and its characters are accepted or refused together."""
     members = np.flatnonzero(group >= 0)
     if len(members) == 0:
         return confidence
-    ids = torch.from_numpy(group[members])
-    weakest = torch.full((int(ids.max()) + 1,), float("inf"), dtype=confidence.dtype)
-    weakest = weakest.scatter_reduce(0, ids, confidence[members], reduce="amin")
-    confidence = confidence.clone()
+    confidence = np.asarray(confidence)
+    ids = group[members]
+    weakest = np.full(int(ids.max()) + 1, np.inf, dtype=confidence.dtype)
+    np.minimum.at(weakest, ids, confidence[members])
+    confidence = confidence.copy()
     confidence[members] = weakest[ids]
     return confidence

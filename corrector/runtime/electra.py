@@ -16,7 +16,6 @@ caller loads it with transformers instead (models.py).
 
 from __future__ import annotations
 
-import json
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,32 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ARCHITECTURES = ("ElectraForPreTraining", "ElectraForMaskedLM")
-WEIGHTS_FILE = "model.safetensors"
-# config.json keys the networks are built from; a file without one of them is left to
-# transformers, whose defaults this module does not repeat.
-REQUIRED_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "intermediate_size", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act")
-# Buffers older transformers versions saved with the weights; not parameters.
-IGNORED_KEYS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
-
-
-def read_config(directory: str | Path) -> types.SimpleNamespace | None:
-    """config.json as attributes (what `ModelBundle` and the encoders read), or None when this
-    module cannot build the network it describes."""
-    path = Path(directory) / "config.json"
-    if not path.is_file():
-        return None
-    values = json.loads(path.read_text(encoding="utf-8"))
-    architectures = values.get("architectures") or []
-    if (values.get("model_type") != "electra" or len(architectures) != 1 or architectures[0] not in ARCHITECTURES
-            or any(key not in values for key in REQUIRED_KEYS) or values["hidden_act"] != "gelu"
-            or values.get("is_decoder") or values.get("add_cross_attention")
-            or values.get("position_embedding_type", "absolute") != "absolute"
-            or values["hidden_size"] % values["num_attention_heads"]):
-        return None
-    return types.SimpleNamespace(**{"is_decoder": False, "add_cross_attention": False,
-                                    "position_embedding_type": "absolute", "tie_word_embeddings": True, **values})
+from .network_config import IGNORED_KEYS, WEIGHTS_FILE, read_config
 
 
 def read_network(directory: str | Path) -> nn.Module | None:
@@ -154,7 +128,7 @@ def _layer(config: types.SimpleNamespace) -> nn.Module:
 
 class ElectraEncoder(nn.Module):
     """The weights of transformers' `ElectraModel` under its names. No forward of its own: the
-    corrector runs it as `LeanElectraEncoder` or `OnnxElectraEncoder` (quantization.int8_copy)."""
+    corrector runs it as `LeanElectraEncoder` (quantization.int8_copy) or in ONNX Runtime (onnx_networks.py)."""
 
     def __init__(self, config: types.SimpleNamespace) -> None:
         super().__init__()

@@ -24,10 +24,9 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+import numpy as np
 
 from ..resources.error_pairs import FILENAME as ERROR_PAIRS_FILE
 from ..resources.error_pairs import ErrorPairs
@@ -38,10 +37,11 @@ from ..resources.particles import ParticleModel
 from ..text.tokenization import CharTokenizer, read_vocab_tokenizer
 from . import RUNTIMES
 from .allocator import retain_freed_memory
-from .electra import read_network
-from .quantization import int8_copy, int8_runtime, is_int8
+from .onnx_encoder import onnx_runtime_available
+from .onnx_networks import OnnxNetwork, onnx_copy, read_onnx_network
 
 if TYPE_CHECKING:
+    import torch
     from transformers import ElectraForMaskedLM, PreTrainedModel
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -123,16 +123,25 @@ class ModelBundle:
 
     name: str
     tokenizer: CharTokenizer
-    # transformers' networks (`load_model`), or int8 copies of them or of electra.py's
-    # (`load_int8_model`); the pipeline reads the same attributes of either.
-    discriminator: nn.Module
-    generator: nn.Module
-    device: torch.device
+    # transformers' networks (`load_model`), int8 copies of them or of electra.py's (runtime
+    # "torch"), or ONNX Runtime networks (onnx_networks.py, the CPU default); the pipeline reads
+    # either through `discriminator_network()` / `generator_network()`.
+    discriminator: Any
+    generator: Any
+    device: str  # torch's name of it: "cpu", "cuda", "cuda:1"
     scorer_config: dict = field(default_factory=dict)
     ngram: NgramLM | None = None  # feature `lm_gain` is 0 without one
     error_pairs: ErrorPairs | None = None  # features `pair_log_*` are 0 without one
     particles: ParticleModel | None = None  # feature `particle_gain` is 0 without one
     bf16: bool = False  # run the network passes under bf16 autocast (`autocast()`)
+
+    def __post_init__(self) -> None:
+        self.device = str(self.device)
+
+    @property
+    def device_type(self) -> str:
+        """"cpu" or "cuda" (the device without its index)."""
+        return self.device.split(":")[0]
 
     @property
     def generator_input(self) -> str:
@@ -143,15 +152,18 @@ class ModelBundle:
 
     @property
     def precision(self) -> str:
-        """How the network passes run: "int8" (an `int8_copy` of the networks, quantization.py),
-        "bf16" (autocast) or "fp32"."""
+        """How the network passes run: "int8" (ONNX Runtime networks, or an `int8_copy` of the
+        torch networks, quantization.py), "bf16" (autocast) or "fp32"."""
+        if isinstance(self.discriminator, OnnxNetwork):
+            return "int8"
+        from .int8 import is_int8
+
         return "int8" if is_int8(self.discriminator) else "bf16" if self.bf16 else "fp32"
 
     @property
     def runtime(self) -> str:
-        """What runs the discriminator's encoder: "onnxruntime" (int8 networks where onnxruntime
-        is installed, onnx_encoder.py) or "torch"."""
-        return int8_runtime(self.discriminator) if is_int8(self.discriminator) else "torch"
+        """What runs the networks' encoders: "onnxruntime" (onnx_networks.py) or "torch"."""
+        return "onnxruntime" if isinstance(self.discriminator, OnnxNetwork) else "torch"
 
     @property
     def max_length(self) -> int:
@@ -162,18 +174,31 @@ class ModelBundle:
         return positions - 2
 
     def autocast(self):
-        """The context every network pass runs in: bf16 autocast when `bf16` is set (weights
+        """The context every torch network pass runs in: bf16 autocast when `bf16` is set (weights
         stay fp32; matmuls in bf16, ~1.7x faster at batch 32 on CPUs with AVX512-BF16/AMX)."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        import torch
 
-    @torch.inference_mode()
-    def replaced_probability(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """P(token was replaced) per position, shape (batch, length)."""
-        with self.autocast():
-            logits = self.discriminator(input_ids=input_ids, attention_mask=attention_mask).logits
-        if logits.dim() == 3:  # token-classification head: class 1 = wrong character
-            return logits.float().softmax(-1)[..., 1]
-        return torch.sigmoid(logits.float())
+        return torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def discriminator_network(self):
+        """The discriminator as the pipeline calls it (`replaced_probability`, numpy in and out)."""
+        if isinstance(self.discriminator, OnnxNetwork):
+            return self.discriminator
+        from .torch_networks import TorchDiscriminator
+
+        return TorchDiscriminator(self, self.discriminator)
+
+    def generator_network(self):
+        """The generator as the pipeline calls it (`encode`, `states`, `logits`, `output_layer`)."""
+        if isinstance(self.generator, OnnxNetwork):
+            return self.generator
+        from .torch_networks import TorchGenerator
+
+        return TorchGenerator(self, self.generator)
+
+    def replaced_probability(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """P(token was replaced) per position, shape (batch, length), float32."""
+        return self.discriminator_network().replaced_probability(np.asarray(input_ids), attention_mask)
 
 
 def check_generator_input(mode: str) -> str:
@@ -220,6 +245,8 @@ def load_discriminator(path: str, **kwargs) -> PreTrainedModel:
 def load_halves(paths: ModelPaths) -> tuple[PreTrainedModel, ElectraForMaskedLM]:
     """Discriminator and generator in fp32 whatever the stored precision (the shipped model
     stores fp16 to halve its size; transformers would otherwise keep the file's dtype)."""
+    import torch
+
     discriminator = load_discriminator(paths.discriminator, dtype=torch.float32)
     generator = _transformers().ElectraForMaskedLM.from_pretrained(paths.generator, dtype=torch.float32)
     return discriminator, generator
@@ -233,6 +260,8 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
     Also sets the process's malloc to keep freed memory (`allocator.retain_freed_memory`): every
     batch allocates the same activations again, and on CPU that made batched correction ~25%
     faster (104 vs 84 sentences/s at batch 32)."""
+    import torch
+
     retain_freed_memory()
     path_or_id = locate_model(str(path_or_id or default_model_path()))
     paths = resolve_model_paths(path_or_id)
@@ -247,13 +276,15 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
 
 def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> ModelBundle | None:
     """What `quantized(load_model(path_or_id), runtime)` gives, built without transformers: the
-    networks read by electra.py, the tokenizer from the directory's vocabulary, then the same
-    `int8_copy`. For a local model directory in the shipped layout (`DIR/discriminator/`,
-    `DIR/generator/`) whose networks and tokenizer those readers accept; None for anything else
-    (hub ids, other architectures), which `load_model` loads.
+    tokenizer from the directory's vocabulary, the networks from their files — as ONNX Runtime
+    networks without torch ("onnxruntime", or "auto" where onnxruntime is installed;
+    onnx_networks.py), or read by electra.py and made int8 by `int8_copy` ("torch"). For a local
+    model directory in the shipped layout (`DIR/discriminator/`, `DIR/generator/`) whose
+    networks and tokenizer those readers accept; None for anything else (hub ids, other
+    architectures), which `load_model` loads.
 
-    Why: transformers' import is ~3 s of a ~6.6 s one-sentence CLI call on 2 cores, and the
-    int8 networks never run its code (benchmarks/startup.py; docs/history.md)."""
+    Why: transformers' import is ~3 s and torch's 1.7 s of what was a ~6.6 s one-sentence CLI
+    call on 2 cores, and the int8 networks run neither's code (benchmarks/startup.py)."""
     check_runtime(runtime)
     retain_freed_memory()
     path_or_id = locate_model(str(path_or_id or default_model_path()))
@@ -262,17 +293,30 @@ def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> Mod
         return None
     paths = resolve_model_paths(path_or_id)
     vocab = read_vocab_tokenizer(paths.tokenizer)
-    discriminator = read_network(paths.discriminator) if vocab is not None else None
+    if vocab is None:
+        return None
+    if runtime != "torch" and onnx_runtime_available():
+        discriminator = read_onnx_network(paths.discriminator)
+        generator = read_onnx_network(paths.generator) if discriminator is not None else None
+        if generator is not None and discriminator.config.architectures == ["ElectraForPreTraining"] \
+                and generator.config.architectures == ["ElectraForMaskedLM"]:
+            return _bundle(path_or_id, paths, CharTokenizer(vocab), discriminator, generator, "cpu")
+        if runtime == "onnxruntime":
+            return None  # transformers loads it; `quantized` then says whether ORT can run it
+    from .electra import read_network
+    from .quantization import int8_copy
+
+    discriminator = read_network(paths.discriminator)
     generator = read_network(paths.generator) if discriminator is not None else None
     if generator is None or discriminator.config.architectures != ["ElectraForPreTraining"] \
             or generator.config.architectures != ["ElectraForMaskedLM"]:
         return None
-    return _bundle(path_or_id, paths, CharTokenizer(vocab), int8_copy(discriminator, runtime),
-                   int8_copy(generator, runtime), torch.device("cpu"))
+    return _bundle(path_or_id, paths, CharTokenizer(vocab), int8_copy(discriminator, "torch"),
+                   int8_copy(generator, "torch"), "cpu")
 
 
-def _bundle(path_or_id: str, paths: ModelPaths, tokenizer: CharTokenizer, discriminator: nn.Module,
-            generator: nn.Module, device: torch.device) -> ModelBundle:
+def _bundle(path_or_id: str, paths: ModelPaths, tokenizer: CharTokenizer, discriminator: Any, generator: Any,
+            device: str | torch.device) -> ModelBundle:
     """The bundle of loaded networks, with the directory's scorer.json and resources."""
     scorer_config: dict = {}
     if paths.scorer:
@@ -299,12 +343,25 @@ def check_runtime(runtime: str) -> str:
 
 def quantized(bundle: ModelBundle, runtime: str = "auto") -> ModelBundle:
     """A copy of the bundle whose networks run int8 matmuls (quantization.py: int8 weights per
-    output channel; CPU only), their encoders in ONNX Runtime ("onnxruntime", onnx_encoder.py) or
-    torch ("torch"; "auto": ONNX Runtime where installed). The shared bundle is not touched (the
-    service and evaluator may hold it too)."""
+    output channel; CPU only): ONNX Runtime networks ("onnxruntime", onnx_networks.py) or torch
+    int8 copies ("torch"); "auto": ONNX Runtime where installed and the networks qualify. The
+    shared bundle is not touched (the service and evaluator may hold it too)."""
     runtime = check_runtime(runtime)
-    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, runtime),
-                               generator=int8_copy(bundle.generator, runtime))
+    if bundle.device_type != "cpu":
+        raise ValueError("int8 quantization is for CPU inference")
+    if runtime != "torch":
+        discriminator, generator = onnx_copy(bundle.discriminator), onnx_copy(bundle.generator)
+        if discriminator is not None and generator is not None:
+            return dataclasses.replace(bundle, discriminator=discriminator, generator=generator)
+        if runtime == "onnxruntime":
+            if not onnx_runtime_available():
+                raise ValueError("the ONNX networks need onnxruntime and onnx (pip install onnxruntime onnx)")
+            raise ValueError(f"{type(bundle.discriminator).__name__} / {type(bundle.generator).__name__}: "
+                             "no encoder-only gelu ELECTRA pair the ONNX encoder can run")
+    from .quantization import int8_copy
+
+    return dataclasses.replace(bundle, discriminator=int8_copy(bundle.discriminator, "torch"),
+                               generator=int8_copy(bundle.generator, "torch"))
 
 
 def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", quantize: bool | None = None,
@@ -313,13 +370,13 @@ def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", 
     given, then int8 (`quantize`; None: int8 on CPU unless bf16 was asked for) with its encoders
     in `runtime`, or bf16 autocast. A bundle given is never changed: a copy is."""
     bundle = None
-    if not isinstance(model, ModelBundle) and torch.device(device).type == "cpu" and not bf16 and quantize is not False:
+    if not isinstance(model, ModelBundle) and str(device).split(":")[0] == "cpu" and not bf16 and quantize is not False:
         bundle = load_int8_model(model, runtime)  # None where it cannot: then transformers loads it
     if bundle is None:
         bundle = model if isinstance(model, ModelBundle) else load_model(model, device=device)
     already_int8 = bundle.precision == "int8"  # e.g. another Corrector's bundle
     if quantize is None:  # the default: int8 on CPU, unless bf16 networks were asked for
-        quantize = already_int8 or (bundle.device.type == "cpu" and not bf16)
+        quantize = already_int8 or (bundle.device_type == "cpu" and not bf16)
     if check_runtime(runtime) == "onnxruntime" and not quantize:
         raise ValueError("runtime='onnxruntime' runs int8 networks: not with quantize=False, bf16 or a GPU")
     if quantize and not already_int8:
@@ -333,18 +390,20 @@ def prepare_bundle(model: str | ModelBundle | None = None, device: str = "cpu", 
     return bundle
 
 
-@torch.no_grad()
 def save_pair(discriminator: PreTrainedModel, generator: ElectraForMaskedLM, output_dir: str,
               tokenizer_dir: str | None = None, dtype: torch.dtype | None = None) -> None:
     """Write `OUT/discriminator/`, `OUT/generator/` (safetensors) and copy tokenizer files to `OUT/`:
     the layout `load_model` reads (training, `finetune ship`).
     `dtype` (e.g. torch.float16 for shipping) converts copies; the models passed in are untouched."""
+    import torch
+
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, model in (("discriminator", discriminator), ("generator", generator)):
-        if dtype is not None:
-            model = copy.deepcopy(model).to(dtype)
-        model.save_pretrained(out / name, safe_serialization=True)
+        with torch.no_grad():
+            if dtype is not None:
+                model = copy.deepcopy(model).to(dtype)
+            model.save_pretrained(out / name, safe_serialization=True)
     if tokenizer_dir is not None and Path(tokenizer_dir).resolve() != out.resolve():
         for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
             src = Path(tokenizer_dir) / name

@@ -1,5 +1,6 @@
 """An ELECTRA encoder run by ONNX Runtime: the lean encoder's arithmetic (lean_encoder.py) as an
-ONNX graph built from the weights, int8 matmuls, one sentence per run.
+ONNX graph built from the weights, int8 matmuls, one sentence per run. No torch here: the
+corrector's default networks (onnx_networks.py) run without it.
 
 Why: at sentence length the networks' passes are bound by per-operation overhead, not by the
 matmuls (one SIGHAN sentence, torch int8: each layer's int8 matmul is a third of its time, the
@@ -16,15 +17,15 @@ path, where padding moves a confidence by ~1e-3 — and no time goes to padding.
 a batched ORT pass saves nothing per sentence (measured: discriminator, 32 characters, 5.1 ms
 alone vs 4.3 ms per sentence in a batch of 8, which pads).
 
-The graph is built here with `onnx.helper` from an `ElectraModel`'s weights (transformers' or
-electra.py's) — no exporter, ~0.1-0.2 s per network — and cached in the user cache directory
+The graph is built here with `onnx.helper` from an encoder's weights as numpy arrays under
+transformers' `ElectraModel` names (read from the safetensors file, or from a torch module) — no exporter, ~0.1-0.2 s per network — and cached in the user cache directory
 (resources/cache.py), keyed by a hash of the weights and of how the graph is built, so that a
 process starting up loads it instead (`encoder_graph`). Weights: int8, one scale per output channel
 (as `Int8Linear`) — stored as uint8 with zero point 128 on CPUs whose int8 kernel saturates
 (`signed_weights_saturate`: no VNNI); activations: uint8 with one scale and zero point per
 tensor, computed per run.
-Only what `lean_encoder_supported` accepts and the "gelu" activation are built; anything else
-keeps the torch path (`onnx_encoder_supported`).
+Only an encoder-only ELECTRA with absolute positions and the "gelu" activation is built
+(`onnx_encoder_supported`); anything else keeps the torch path.
 """
 
 from __future__ import annotations
@@ -33,19 +34,17 @@ import functools
 import importlib.metadata
 import importlib.util
 import math
+from collections.abc import Mapping
 
 import numpy as np
-import torch
-from torch import nn
 
 from ..resources.cache import cached, key_digest
-from .lean_encoder import InferenceEncoder, lean_encoder_supported
 
 OPSET = 17  # LayerNormalization; Gelu and MultiHeadAttention come from ORT's com.microsoft domain
 MS_DOMAIN = "com.microsoft"
 # Part of the graph cache's key: raise it whenever build_encoder_graph builds a different graph
 # from the same weights, so that no process loads a graph the code no longer builds.
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 GRAPH_CACHE = "onnx-encoder"
 GRAPH_CACHE_KEEP = 8  # graphs kept (most recently used): a discriminator and a generator per model
 
@@ -55,8 +54,10 @@ def onnx_runtime_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
 
 
-def onnx_encoder_supported(encoder: nn.Module) -> bool:
+def onnx_encoder_supported(encoder) -> bool:
     """Whether `encoder` (an ElectraModel, transformers' or electra.py's) can run as an ONNX graph here."""
+    from .lean_encoder import lean_encoder_supported
+
     return lean_encoder_supported(encoder) and encoder.config.hidden_act == "gelu"
 
 
@@ -94,41 +95,41 @@ def signed_weights_saturate() -> bool:
     return bool((product != depth * 255 * 127).any())
 
 
-def encoder_graph(encoder: nn.Module) -> bytes:
-    """The serialized graph of `build_encoder_graph(encoder)`: from the cache when one was built
-    from the same weights and config with the same builder (GRAPH_VERSION, onnx's version, the
-    CPU's weight format), else built and cached. Measured on the shipped model, 2 cores: building
-    both graphs (and importing onnx) ~0.25 s at every start, reading them ~0.03 s."""
-    if not onnx_encoder_supported(encoder):
-        raise ValueError(f"{type(encoder).__name__} is not an encoder-only gelu ELECTRA the ONNX encoder can run")
+def encoder_graph(weights: Mapping[str, np.ndarray], config) -> bytes:
+    """The serialized graph of `build_encoder_graph(weights, config)`: from the cache when one
+    was built from the same weights and config with the same builder (GRAPH_VERSION, onnx's
+    version, the CPU's weight format), else built and cached. Measured on the shipped model, 2
+    cores: building both graphs (and importing onnx) ~0.25 s at every start, reading them ~0.03 s."""
     unsigned = signed_weights_saturate()
-    key = key_digest(GRAPH_VERSION, OPSET, importlib.metadata.version("onnx"), unsigned, *_encoder_identity(encoder))
+    key = key_digest(GRAPH_VERSION, OPSET, importlib.metadata.version("onnx"), unsigned,
+                     *_encoder_identity(weights, config))
 
     def build() -> tuple[bytes, bytes]:
-        serialized = build_encoder_graph(encoder, unsigned).SerializeToString()
+        serialized = build_encoder_graph(weights, config, unsigned).SerializeToString()
         return serialized, serialized
 
     return cached(GRAPH_CACHE, key, build, bytes, keep=GRAPH_CACHE_KEEP)
 
 
-def _encoder_identity(encoder: nn.Module) -> list:
-    """What the graph is built from: the config values it reads and every tensor (name, dtype,
+def _encoder_identity(weights: Mapping[str, np.ndarray], config) -> list:
+    """What the graph is built from: the config values it reads and every array (name, dtype,
     shape and bytes)."""
-    config = encoder.config
-    parts: list = [config.hidden_size, config.num_attention_heads, config.hidden_act, config.layer_norm_eps,
-                   hasattr(encoder, "embeddings_project")]
-    for name, tensor in encoder.state_dict().items():
-        flat = tensor.detach().cpu().contiguous().reshape(-1)
-        parts += [name, str(tensor.dtype), tuple(tensor.shape), flat.view(torch.uint8).numpy().data]
+    parts: list = [config.hidden_size, config.num_attention_heads, config.num_hidden_layers, config.hidden_act,
+                   config.layer_norm_eps]
+    for name in sorted(weights):
+        array = np.ascontiguousarray(weights[name])
+        parts += [name, str(array.dtype), array.shape, array.reshape(-1).view(np.uint8).data]
     return parts
 
 
 class _GraphBuilder:
     """Collects nodes and initializers; each method adds one operation and returns its output name."""
 
-    def __init__(self, unsigned_weights: bool = False) -> None:
+    def __init__(self, weights: Mapping[str, np.ndarray], eps: float, unsigned_weights: bool = False) -> None:
         import onnx  # noqa: F401  (checked by onnx_runtime_available)
 
+        self.weights = weights
+        self.eps = eps
         self.unsigned_weights = unsigned_weights  # uint8 weights, zero point 128 (signed_weights_saturate)
         self.nodes: list = []
         self.initializers: list = []
@@ -152,10 +153,14 @@ class _GraphBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, names, domain=domain or None, **attributes))
         return names[0] if outputs == 1 else names
 
-    def linear(self, x: str, weight: torch.Tensor, bias: torch.Tensor | None) -> str:
+    def dense(self, x: str, prefix: str) -> str:
+        """The linear layer `prefix` (its .weight and .bias)."""
+        return self.linear(x, self.weights[f"{prefix}.weight"], self.weights.get(f"{prefix}.bias"))
+
+    def linear(self, x: str, weight: np.ndarray, bias: np.ndarray | None) -> str:
         """x @ W.T + b with int8 weights (one scale per output channel) and x quantized per run.
         Written the way ORT's quantizer writes it, so ORT fuses it into one DynamicQuantizeMatMul."""
-        w = weight.detach().float().numpy()
+        w = np.asarray(weight, dtype=np.float32)
         scale = np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0
         quantized = np.clip(np.round(w / scale[:, None]), -127, 127).astype(np.int8).T  # (in, out)
         x_q, x_scale, x_zero = self.op("DynamicQuantizeLinear", [x], outputs=3)
@@ -168,52 +173,49 @@ class _GraphBuilder:
             product = self.op("MatMulInteger", [x_q, self.constant("w_int8", quantized), x_zero])
         out = self.op("Mul", [self.op("Cast", [product], to=1), scales])  # to=1: float32
         if bias is not None:
-            out = self.op("Add", [out, self.constant("bias", bias.detach().float().numpy())])
+            out = self.op("Add", [out, self.constant("bias", np.asarray(bias, dtype=np.float32))])
         return out
 
-    def layer_norm(self, x: str, norm: nn.LayerNorm) -> str:
-        return self.op("LayerNormalization", [x, self.constant("ln_w", norm.weight.detach().float().numpy()),
-                                              self.constant("ln_b", norm.bias.detach().float().numpy())],
-                       axis=-1, epsilon=float(norm.eps))
+    def layer_norm(self, x: str, prefix: str) -> str:
+        return self.op("LayerNormalization", [x, self.constant("ln_w", self.weights[f"{prefix}.weight"]),
+                                              self.constant("ln_b", self.weights[f"{prefix}.bias"])],
+                       axis=-1, epsilon=float(self.eps))
 
 
-def build_encoder_graph(encoder: nn.Module, unsigned_weights: bool | None = None):
-    """The ONNX model of an ElectraModel at inference: input_ids (1, T) int64 -> hidden (1, T,
-    hidden_size); no attention mask (one unpadded sentence per run). `unsigned_weights`: uint8
-    weights (None: where `signed_weights_saturate`)."""
+def build_encoder_graph(weights: Mapping[str, np.ndarray], config, unsigned_weights: bool | None = None):
+    """The ONNX model of an ElectraModel (`weights` under its state_dict names, `config` its
+    config) at inference: input_ids (1, T) int64 -> hidden (1, T, hidden_size); no attention
+    mask (one unpadded sentence per run). `unsigned_weights`: uint8 weights (None: where
+    `signed_weights_saturate`)."""
     from onnx import TensorProto, helper
 
-    if not onnx_encoder_supported(encoder):
-        raise ValueError(f"{type(encoder).__name__} is not an encoder-only gelu ELECTRA the ONNX encoder can run")
+    if config.hidden_act != "gelu":
+        raise ValueError(f"the ONNX encoder runs gelu networks, not {config.hidden_act!r}")
     if unsigned_weights is None:
         unsigned_weights = signed_weights_saturate()
-    g = _GraphBuilder(unsigned_weights=unsigned_weights)
-    embeddings = encoder.embeddings
+    g = _GraphBuilder(weights, config.layer_norm_eps, unsigned_weights=unsigned_weights)
     # In transformers' order: (word + token type 0) + position [:T], then LayerNorm.
-    words = g.op("Gather", [g.constant("word_emb", embeddings.word_embeddings.weight.detach().float().numpy()),
-                            "input_ids"])
-    types = g.constant("type_emb", embeddings.token_type_embeddings.weight[0].detach().float().numpy())
+    words = g.op("Gather", [g.constant("word_emb", weights["embeddings.word_embeddings.weight"]), "input_ids"])
+    types = g.constant("type_emb", weights["embeddings.token_type_embeddings.weight"][0])
     length = g.op("Shape", ["input_ids"], start=1, end=2)
-    positions = g.op("Slice", [g.constant("pos_emb", embeddings.position_embeddings.weight.detach().float().numpy()),
+    positions = g.op("Slice", [g.constant("pos_emb", weights["embeddings.position_embeddings.weight"]),
                                g.constant("zero", np.array([0], np.int64)), length])
-    x = g.layer_norm(g.op("Add", [g.op("Add", [words, types]), positions]), embeddings.LayerNorm)
-    project = getattr(encoder, "embeddings_project", None)
-    if project is not None:
-        x = g.linear(x, project.weight, project.bias)
-    hidden = encoder.config.hidden_size
-    for layer in encoder.encoder.layer:
-        attention = layer.attention.self
-        qkv = (attention.query, attention.key, attention.value)
-        fused = g.linear(x, torch.cat([p.weight for p in qkv]), torch.cat([p.bias for p in qkv]))
+    x = g.layer_norm(g.op("Add", [g.op("Add", [words, types]), positions]), "embeddings.LayerNorm")
+    if "embeddings_project.weight" in weights:
+        x = g.dense(x, "embeddings_project")
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    for i in range(config.num_hidden_layers):
+        layer = f"encoder.layer.{i}"
+        qkv = [f"{layer}.attention.self.{name}" for name in ("query", "key", "value")]
+        fused = g.linear(x, np.concatenate([weights[f"{p}.weight"] for p in qkv]),
+                         np.concatenate([weights[f"{p}.bias"] for p in qkv]))
         q, k, v = g.op("Split", [fused, g.constant("split", np.array([hidden] * 3, np.int64))], outputs=3, axis=-1)
         attended = g.op("MultiHeadAttention", [q, k, v], domain=MS_DOMAIN,
-                        num_heads=attention.num_attention_heads, scale=1.0 / math.sqrt(attention.attention_head_size))
-        dense = layer.attention.output.dense
-        x = g.layer_norm(g.op("Add", [g.linear(attended, dense.weight, dense.bias), x]), layer.attention.output.LayerNorm)
-        inner = g.op("Gelu", [g.linear(x, layer.intermediate.dense.weight, layer.intermediate.dense.bias)],
-                     domain=MS_DOMAIN)
-        out = g.linear(inner, layer.output.dense.weight, layer.output.dense.bias)
-        x = g.layer_norm(g.op("Add", [out, x]), layer.output.LayerNorm)
+                        num_heads=heads, scale=1.0 / math.sqrt(hidden // heads))
+        x = g.layer_norm(g.op("Add", [g.dense(attended, f"{layer}.attention.output.dense"), x]),
+                         f"{layer}.attention.output.LayerNorm")
+        inner = g.op("Gelu", [g.dense(x, f"{layer}.intermediate.dense")], domain=MS_DOMAIN)
+        x = g.layer_norm(g.op("Add", [g.dense(inner, f"{layer}.output.dense"), x]), f"{layer}.output.LayerNorm")
     g.nodes.append(helper.make_node("Identity", [x], ["hidden"]))
     graph = helper.make_graph(
         g.nodes, "electra_encoder",
@@ -224,45 +226,40 @@ def build_encoder_graph(encoder: nn.Module, unsigned_weights: bool | None = None
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)])
 
 
-class OnnxElectraEncoder(InferenceEncoder):
+class EncoderSession:
     """The encoder in ONNX Runtime: each row computed alone from its unpadded tokens (padding
-    positions of `last_hidden_state` are 0)."""
+    positions of the output are 0)."""
 
-    description = "the ONNX encoder"
-
-    def __init__(self, encoder: nn.Module) -> None:
-        super().__init__()
+    def __init__(self, weights: Mapping[str, np.ndarray], config) -> None:
         import onnxruntime
 
-        self.config = encoder.config
-        self.word_embeddings = encoder.embeddings.word_embeddings  # for get_input_embeddings
+        self.hidden_size = config.hidden_size
         options = onnxruntime.SessionOptions()
         # One thread per run: the corrector runs its batches on parallel workers (threads.py).
         # Two threads made a lone discriminator pass faster (4.1 -> 2.4 ms) but the corrector's
-        # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight torch's and the Python stages.
+        # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight the other worker and the Python stages.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(encoder_graph(encoder), options, providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(encoder_graph(weights, config), options,
+                                                    providers=["CPUExecutionProvider"])
 
-    def __deepcopy__(self, memo) -> OnnxElectraEncoder:
+    def __deepcopy__(self, memo) -> EncoderSession:
         return self  # immutable once built; an ORT session may serve many threads at once
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-               token_type_ids: torch.Tensor | None) -> torch.Tensor:
-        if token_type_ids is not None and bool(token_type_ids.any()):
-            raise ValueError("the ONNX encoder reads token type 0 only")
-        ids = input_ids.cpu().numpy().astype(np.int64, copy=False)
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """(B, T, hidden) float32 for right-padded rows of ids (attention_mask 1...1 0...0)."""
+        ids = np.asarray(input_ids, dtype=np.int64)
         batch, width = ids.shape
-        # Rows are left-aligned: a row's tokens are its first attention_mask.sum() columns.
         if attention_mask is None:
             lengths = [width] * batch
         else:
-            lengths = attention_mask.sum(1)
-            if not bool((attention_mask.bool() == (torch.arange(width) < lengths[:, None])).all()):
+            mask = np.asarray(attention_mask)
+            lengths = mask.sum(1)
+            if not bool(((mask != 0) == (np.arange(width) < lengths[:, None])).all()):
                 raise ValueError("the ONNX encoder takes right-padded rows (attention_mask 1...1 0...0)")
             lengths = lengths.tolist()
-        hidden = np.zeros((batch, width, self.config.hidden_size), dtype=np.float32)
+        hidden = np.zeros((batch, width, self.hidden_size), dtype=np.float32)
         for row, length in enumerate(lengths):
             if length:
                 hidden[row, :length] = self.session.run(None, {"input_ids": ids[row:row + 1, :length]})[0][0]
-        return torch.from_numpy(hidden)
+        return hidden

@@ -1,43 +1,42 @@
 """The network passes the pipeline makes over a batch: a padded batch of id sequences, the
 generator's pass (read at flagged positions, or its confusion margins at the others), and the
-generator's output layer. The discriminator's pass is detection's (detection.py)."""
+generator's output layer. The discriminator's pass is detection's (detection.py). numpy in and
+out, whatever runs the networks (`ModelBundle.generator_network`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from .int8 import Int8Linear
 from .models import ModelBundle
+from .onnx_networks import log_softmax
 
 
 @dataclass
 class Batch:
     """Padded model input for id sequences; position j of sequence b is column j + 1 ([CLS] first)."""
 
-    input_ids: torch.Tensor  # (B, T) with [CLS] ... [SEP] [PAD]...
-    attention_mask: torch.Tensor  # (B, T)
-    lengths: torch.Tensor  # (B,) characters per sequence, without the special tokens
+    input_ids: np.ndarray  # (B, T) int64 with [CLS] ... [SEP] [PAD]...
+    attention_mask: np.ndarray  # (B, T) int64
+    lengths: np.ndarray  # (B,) characters per sequence, without the special tokens
 
 
 def make_batch(sequences: list[list[int]], bundle: ModelBundle) -> Batch:
     tok = bundle.tokenizer
-    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    lengths = np.array([len(s) for s in sequences], dtype=np.int64)
     width = int(lengths.max()) + 2 if len(sequences) else 2
-    input_ids = torch.full((len(sequences), width), tok.pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    input_ids = np.full((len(sequences), width), tok.pad_token_id, dtype=np.int64)
+    attention_mask = np.zeros((len(sequences), width), dtype=np.int64)
     for row, ids in enumerate(sequences):
         n = len(ids)
-        input_ids[row, : n + 2] = torch.tensor(tok.with_special_tokens(ids), dtype=torch.long)
+        input_ids[row, : n + 2] = tok.with_special_tokens(ids)
         attention_mask[row, : n + 2] = 1
-    return Batch(input_ids.to(bundle.device), attention_mask.to(bundle.device), lengths)
+    return Batch(input_ids, attention_mask, lengths)
 
 
-@torch.inference_mode()
-def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
-                        mask: bool = True) -> torch.Tensor:
+def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: np.ndarray, index: np.ndarray,
+                        mask: bool = True) -> np.ndarray:
     """Generator log-probs (N, V) at the flagged positions (rows[n], index[n]).
 
     `mask=False` ("source" input): one pass over the sentences as written — a generator
@@ -45,31 +44,24 @@ def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, i
     suspect character itself. `mask=True` ("masked" input, a generator that was only
     pre-trained): the flagged positions are [MASK]ed, all in one pass.
     """
-    return _generator_pass(bundle, batch, rows, index, mask=mask)
-
-
-def _generator_pass(bundle: ModelBundle, batch: Batch, rows: torch.Tensor, index: torch.Tensor,
-                    mask: bool) -> torch.Tensor:
-    """One generator pass (the (rows[n], index[n]) positions masked if `mask`): their log-probs (N, V)."""
     # Only the rows with a flagged position go through the generator, trimmed to their width.
-    used, rows = torch.unique(rows, return_inverse=True)
-    width = int(batch.attention_mask[used.to(batch.attention_mask.device)].sum(1).max())
-    input_ids = batch.input_ids[used.to(batch.input_ids.device), :width].clone()
-    attention_mask = batch.attention_mask[used.to(batch.attention_mask.device), :width]
-    cols = (index + 1).to(input_ids.device)  # +1 for [CLS]
+    used, rows = np.unique(np.asarray(rows), return_inverse=True)
+    width = int(batch.attention_mask[used].sum(1).max())
+    input_ids = batch.input_ids[used, :width].copy()
+    attention_mask = batch.attention_mask[used, :width]
+    index = np.asarray(index)
     if mask:
-        input_ids[rows.to(input_ids.device), cols] = bundle.tokenizer.mask_token_id
-    generator = bundle.generator
-    if reads_positions(generator):
+        input_ids[rows, index + 1] = bundle.tokenizer.mask_token_id  # +1 for [CLS]
+    network = bundle.generator_network()
+    if reads_positions(network):
         return GeneratorPass(bundle, input_ids, attention_mask).log_probs(rows, index)
-    with bundle.autocast():  # any other masked-LM class: full head, then pick
-        logits = generator(input_ids=input_ids, attention_mask=attention_mask).logits
-    return logits[rows.to(logits.device), cols].float().log_softmax(-1).cpu()
+    return network.full_log_probs(input_ids, attention_mask, rows, index + 1)
 
 
-def reads_positions(generator: torch.nn.Module) -> bool:
-    """Whether the generator is an ELECTRA masked LM whose head can be applied at chosen positions."""
-    return hasattr(generator, "electra") and hasattr(generator, "generator_predictions")
+def reads_positions(network) -> bool:
+    """Whether the generator (as `ModelBundle.generator_network` gives it) is an ELECTRA masked LM
+    whose head can be applied at chosen positions."""
+    return getattr(network, "reads_positions", True)
 
 
 class GeneratorPass:
@@ -77,28 +69,19 @@ class GeneratorPass:
     the flagged positions' distributions (`log_probs`) and, at the others, how much the generator
     prefers a confusable character to the written one (`confusion_margins`)."""
 
-    @torch.inference_mode()
-    def __init__(self, bundle: ModelBundle, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.bundle = bundle
-        with bundle.autocast():
-            self.hidden = bundle.generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def __init__(self, bundle: ModelBundle, input_ids: np.ndarray, attention_mask: np.ndarray) -> None:
+        self.network = bundle.generator_network()
+        self.hidden = self.network.encode(input_ids, attention_mask)
 
-    @torch.inference_mode()
-    def states(self, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """The head's input at characters (rows[n], index[n]): (N, embedding size)."""
-        picked = self.hidden[rows.to(self.hidden.device), (index + 1).to(self.hidden.device)]  # +1 for [CLS]
-        with self.bundle.autocast():
-            return self.bundle.generator.generator_predictions(picked)
+    def states(self, rows: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """The head's input at characters (rows[n], index[n]): (N, embedding size) float32."""
+        return self.network.states(self.hidden, np.asarray(rows), np.asarray(index) + 1)  # +1 for [CLS]
 
-    @torch.inference_mode()
-    def log_probs(self, rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        with self.bundle.autocast():
-            logits = self.bundle.generator.generator_lm_head(self.states(rows, index))
-        return logits.float().log_softmax(-1).cpu()
+    def log_probs(self, rows: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return log_softmax(self.network.logits(self.states(rows, index)))
 
-    @torch.inference_mode()
-    def confusion_margins(self, rows: torch.Tensor, index: torch.Tensor, written_ids: torch.Tensor,
-                          candidate_ids: list[np.ndarray], output_layer: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def confusion_margins(self, rows: np.ndarray, index: np.ndarray, written_ids: np.ndarray,
+                          candidate_ids: list[np.ndarray], output_layer: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Per character n: the largest logit among `candidate_ids[n]` (its confusion set) minus
         the written character's, -inf where the set is empty. Only the output layer's rows of the
         batch's distinct written and confusable characters are read, not the whole vocabulary.
@@ -108,25 +91,23 @@ class GeneratorPass:
         distinct row costs fewer bytes moved than gathering one weight row and one state per entry
         (batch 32: 11-14 vs 30-37 ms, batch 8: 2.3 vs 3.8 ms; one thread)."""
         weight, bias = output_layer
-        states = self.states(rows, index).float().cpu()
         sites = len(candidate_ids)
-        sizes = [len(ids) for ids in candidate_ids]
-        if not sum(sizes):
-            return torch.full((sites,), float("-inf"))
+        sizes = np.array([len(ids) for ids in candidate_ids], dtype=np.int64)
+        best = np.full(sites, -np.inf, dtype=np.float32)
+        if not sizes.sum():
+            return best
+        states = self.states(rows, index)
+        distinct, column = np.unique(np.concatenate([np.asarray(written_ids), *candidate_ids]), return_inverse=True)
+        logits = (states @ weight[distinct].T + bias[distinct]).reshape(-1)
+        written = logits[np.arange(sites) * len(distinct) + column[:sites]]
         site = np.repeat(np.arange(sites), sizes)
-        distinct, column = np.unique(np.concatenate([written_ids.numpy(), *candidate_ids]), return_inverse=True)
-        ids = torch.from_numpy(distinct)
-        logits = torch.addmm(bias.index_select(0, ids), states, weight.index_select(0, ids).t()).view(-1)
-        written = logits[torch.from_numpy(np.arange(sites) * len(distinct) + column[:sites])]
-        confusable = logits[torch.from_numpy(site * len(distinct) + column[sites:])]
-        best = torch.full((sites,), float("-inf")).scatter_reduce(0, torch.from_numpy(site), confusable, "amax")
+        confusable = logits[site * len(distinct) + column[sites:]]
+        filled = np.flatnonzero(sizes)
+        best[filled] = np.maximum.reduceat(confusable, (np.cumsum(sizes) - sizes)[filled])
         return best - written
 
 
-def output_layer(generator: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    """The generator's vocabulary projection as float (V, E) weight and (V,) bias on the CPU
-    (an int8 head's weights dequantized)."""
-    head = generator.generator_lm_head
-    weight = head.dequantized_weight() if isinstance(head, Int8Linear) else head.weight.detach().float()
-    bias = head.bias.detach().float() if head.bias is not None else torch.zeros(weight.shape[0])
-    return weight.cpu(), bias.cpu()
+def output_layer(bundle: ModelBundle) -> tuple[np.ndarray, np.ndarray]:
+    """The generator's vocabulary projection as float (V, E) weight and (V,) bias (an int8 head's
+    weights dequantized)."""
+    return bundle.generator_network().output_layer()

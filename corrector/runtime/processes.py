@@ -76,13 +76,14 @@ def _serve(conn: Connection, spec: CorrectorSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        import torch
-
         from .models import disable_loading_bars
+        from .threads import set_threads
 
         # Loading bars, one set per process and restart, would only fill the caller's log.
         disable_loading_bars()
-        torch.set_num_threads(1)  # one core per process: no OpenMP team to spin against the others
+        # One core per process: no OpenMP team to spin against the others (torch, where it runs
+        # the networks; the ONNX Runtime networks never import it).
+        set_threads(1)
         from .allocator import collector_paused, freeze_startup_objects
 
         with collector_paused():  # start-up makes hardly any garbage (allocator.py)

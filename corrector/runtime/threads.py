@@ -1,5 +1,5 @@
 """The batch threads: a process-wide pool of worker threads, each with its share of torch's
-intra-op threads, on which a Corrector runs its batches in parallel.
+intra-op threads (where torch runs the networks), on which a Corrector runs its batches in parallel.
 
 Why: on 2 CPU cores two batches with one thread each beat one batch with two threads: a
 sentence-length forward pass parallelises poorly, and the candidate and scoring stages (numpy,
@@ -9,12 +9,18 @@ Python) run on one core anyway. Measured on SIGHAN-15 with the shipped model at 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import torch
-
+_threads: int | None = None  # set_threads
+_blas_lock = threading.Lock()
+_blas_users = 0  # calls inside `blas_threads`
+_blas_limit = None  # the limit they hold (threadpoolctl's, restored by the last one out)
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
@@ -30,6 +36,76 @@ def _forget_pools_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 
+def set_threads(threads: int) -> None:
+    """The CPU threads the correction may use (`--threads`): torch's too, now where it is loaded,
+    else when torch networks are first built (`apply_to_torch`)."""
+    global _threads
+    _threads = threads
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+    controller = _blas_controller()
+    if controller is not None:
+        controller.limit(limits=threads, user_api="blas")  # for the process: not restored
+
+
+def apply_to_torch() -> None:
+    """torch's intra-op threads as `set_threads` said, if it said so before torch was imported."""
+    if _threads is not None:
+        import torch
+
+        if torch.get_num_threads() != _threads:
+            torch.set_num_threads(_threads)
+
+
+def cpu_threads() -> int:
+    """The CPU threads the correction may use: `set_threads`'s, else torch's intra-op threads
+    where torch is loaded, else the CPUs this process may run on."""
+    if _threads is not None:
+        return _threads
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.get_num_threads()
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the BLAS libraries loaded (numpy's OpenBLAS), or None without it.
+    Made on first use: it scans the process's libraries (~0.1 s)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int) -> Iterator[None]:
+    """numpy's BLAS on `threads` threads while the batch workers run (the heads and the
+    generator's output layer are numpy matmuls, onnx_networks.py): two workers each calling a
+    BLAS that starts a thread per core spin against each other (SIGHAN-15, batch 32, 2 cores:
+    99-113 sentences per CPU-second against 163 with one BLAS thread). Overlapping calls share
+    one limit; the last one out restores the process's own setting."""
+    global _blas_users, _blas_limit
+    controller = _blas_controller()
+    if controller is None:
+        yield
+        return
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limit = controller.limit(limits=threads, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limit.restore_original_limits()
+                _blas_limit = None
+
+
 def batch_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
     """The process-wide pool of `workers` batch threads, each running torch with
     `threads_per_worker` intra-op threads. Shared by every Corrector of the process, so two
@@ -42,6 +118,10 @@ def batch_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
 
 
 def _start_pool(workers: int, threads_per_worker: int) -> ThreadPoolExecutor:
+    torch = sys.modules.get("torch")  # the ONNX Runtime networks run without: one thread per session
+    if torch is None:
+        return ThreadPoolExecutor(workers, thread_name_prefix="corrector-batch")
+
     def limit_threads() -> None:
         # torch initialises a thread's intra-op thread count lazily from the process default on
         # its first parallel op; do that first, or it would later undo the setting below.

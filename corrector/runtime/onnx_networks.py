@@ -1,0 +1,199 @@
+"""The corrector's default networks on CPU, without torch: each encoder an ONNX Runtime graph
+(onnx_encoder.py), the heads a few int8 layers in numpy with `Int8Linear`'s arithmetic
+(int8.py: int8 weights per output channel, each row's activations scaled on their own).
+
+Why without torch: `import torch` is 1.7 s of a 2.6 s one-sentence CLI call on 2 cores
+(benchmarks/startup.py), and at inference torch only ran the heads, a handful of matmuls per
+batch. The pipeline's stages exchange numpy arrays; the torch networks (training, GPUs, bf16,
+`runtime="torch"`) are read through the same calls (torch_networks.py).
+
+Built from a model directory's files (`read_onnx_network`, no torch imported) or from a torch
+module's weights (`onnx_copy`): the same arrays give the same networks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .network_config import read_config, read_weights
+from .onnx_encoder import EncoderSession, onnx_runtime_available
+
+# An fp32 matmul of integer-valued arrays is exact while every partial sum stays below 2**24:
+# |sum| <= depth * 127 * 127 (int8.py's FLOAT32_EXACT_DEPTH); deeper layers take float64.
+FLOAT32_EXACT_DEPTH = 2**24 // (127 * 127)
+ENCODER_PREFIX = "electra."
+
+
+class Int8Dense:
+    """`Int8Linear` in numpy: y = (q(x) @ q(W).T) * scales + b, the same integers and scales."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        weight = np.asarray(weight, dtype=np.float32)
+        scale = np.maximum(np.abs(weight).max(axis=1), np.float32(1e-8)) / np.float32(127.0)
+        quantized = np.clip(np.round(weight / scale[:, None]), -127, 127)
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        dtype = np.float32 if self.in_features <= FLOAT32_EXACT_DEPTH else np.float64
+        self.weight_t = np.ascontiguousarray(quantized.T, dtype=dtype)  # (in, out)
+        self.weight_scale = (scale / np.float32(127.0)).astype(np.float32)  # w_max / 127², as Int8Linear
+        self.bias = None if bias is None else np.asarray(bias, dtype=np.float32)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        rows = np.asarray(x, dtype=np.float32).reshape(-1, self.in_features)
+        row_max = np.maximum(np.abs(rows).max(axis=1, keepdims=True), np.float32(1e-8))
+        quantized = np.round(rows * (np.float32(127.0) / row_max))
+        product = (quantized.astype(self.weight_t.dtype, copy=False) @ self.weight_t).astype(np.float32, copy=False)
+        out = product * (row_max * self.weight_scale)
+        if self.bias is not None:
+            out += self.bias
+        return out.reshape(*np.shape(x)[:-1], self.out_features)
+
+    def dequantized_weight(self) -> np.ndarray:
+        """The (out, in) float weight these int8 values stand for."""
+        return (self.weight_t.T * (self.weight_scale * np.float32(127.0))[:, None]).astype(np.float32)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """transformers' "gelu", x * Φ(x) with the exact erf: erfc by its Chebyshev fit (Numerical
+    Recipes' erfcc, relative error < 1.2e-7, about float32's own), in float64."""
+    z = np.asarray(x, dtype=np.float64) / math.sqrt(2.0)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(-a * a + poly)
+    erf = np.where(z >= 0, 1.0 - erfc, erfc - 1.0)
+    return (0.5 * np.asarray(x, dtype=np.float64) * (1.0 + erf)).astype(np.float32)
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    centred = x - mean
+    variance = (centred * centred).mean(-1, keepdims=True)
+    return (centred / np.sqrt(variance + np.float32(eps)) * weight + bias).astype(np.float32, copy=False)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+class OnnxNetwork:
+    """What both networks share: the config and the encoder session."""
+
+    precision = "int8"
+    runtime = "onnxruntime"
+
+    def __init__(self, config, weights: Mapping[str, np.ndarray]) -> None:
+        self.config = config
+        encoder = {name[len(ENCODER_PREFIX):]: array for name, array in weights.items()
+                   if name.startswith(ENCODER_PREFIX)}
+        self.encoder = EncoderSession(encoder, config)
+
+    def __deepcopy__(self, memo) -> OnnxNetwork:
+        return self  # immutable once built; shared by correctors and threads
+
+    def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """(B, T, hidden) float32; padding positions 0."""
+        return self.encoder(input_ids, attention_mask)
+
+
+class OnnxDiscriminator(OnnxNetwork):
+    """`ElectraForPreTraining` at inference: P(replaced) per token."""
+
+    def __init__(self, config, weights: Mapping[str, np.ndarray]) -> None:
+        super().__init__(config, weights)
+        self.dense = _dense(weights, "discriminator_predictions.dense")
+        self.prediction = _dense(weights, "discriminator_predictions.dense_prediction")
+
+    def replaced_probability(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """(B, T) float32; the head runs at the tokens only (padding positions 0)."""
+        hidden = self.encode(input_ids, attention_mask)
+        probs = np.zeros(hidden.shape[:2], dtype=np.float32)
+        valid = np.ones(probs.shape, dtype=bool) if attention_mask is None else np.asarray(attention_mask) != 0
+        logits = self.prediction(gelu(self.dense(hidden[valid])))[:, 0]
+        probs[valid] = 1.0 / (1.0 + np.exp(-logits))
+        return probs
+
+
+class OnnxGenerator(OnnxNetwork):
+    """`ElectraForMaskedLM` at inference, its head read at chosen positions."""
+
+    def __init__(self, config, weights: Mapping[str, np.ndarray]) -> None:
+        super().__init__(config, weights)
+        self.dense = _dense(weights, "generator_predictions.dense")
+        self.norm_weight = weights["generator_predictions.LayerNorm.weight"]
+        self.norm_bias = weights["generator_predictions.LayerNorm.bias"]
+        lm_weight = weights.get("generator_lm_head.weight")
+        if lm_weight is None:  # tied to the word embeddings
+            lm_weight = weights[f"{ENCODER_PREFIX}embeddings.word_embeddings.weight"]
+        self.lm_head = Int8Dense(lm_weight, weights.get("generator_lm_head.bias"))
+
+    def states(self, hidden: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The head's input at (rows[n], columns[n]) of `hidden`: (N, embedding size) float32."""
+        picked = hidden[rows, columns]
+        return layer_norm(gelu(self.dense(picked)), self.norm_weight, self.norm_bias, self.config.layer_norm_eps)
+
+    def logits(self, states: np.ndarray) -> np.ndarray:
+        return self.lm_head(states)
+
+    def output_layer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The vocabulary projection as float (V, E) weight and (V,) bias (the int8 values dequantized)."""
+        bias = self.lm_head.bias if self.lm_head.bias is not None else np.zeros(self.lm_head.out_features, np.float32)
+        return self.lm_head.dequantized_weight(), bias
+
+
+def _dense(weights: Mapping[str, np.ndarray], prefix: str) -> Int8Dense:
+    return Int8Dense(weights[f"{prefix}.weight"], weights.get(f"{prefix}.bias"))
+
+
+def _network(config, weights: Mapping[str, np.ndarray]) -> OnnxNetwork | None:
+    architecture = (getattr(config, "architectures", None) or [""])[0]
+    try:
+        if architecture == "ElectraForPreTraining":
+            return OnnxDiscriminator(config, weights)
+        if architecture == "ElectraForMaskedLM":
+            return OnnxGenerator(config, weights)
+    except KeyError:  # a variant of the architecture with other weights: torch reads it
+        return None
+    return None
+
+
+def read_onnx_network(directory: str | Path) -> OnnxNetwork | None:
+    """The ONNX Runtime network of a network directory of the shipped layout, or None where
+    onnxruntime is missing or the directory holds something else (torch then reads it)."""
+    if not onnx_runtime_available():
+        return None
+    config = read_config(directory)
+    weights = read_weights(directory) if config is not None else None
+    return None if weights is None else _network(config, weights)
+
+
+def onnx_copy(model) -> OnnxNetwork | None:
+    """The ONNX Runtime network of a torch ELECTRA discriminator or generator (transformers' or
+    electra.py's), from its weights; None where it cannot run as one."""
+    from .onnx_encoder import onnx_encoder_supported
+
+    encoder = getattr(model, "electra", None)
+    if not onnx_runtime_available() or encoder is None or not onnx_encoder_supported(encoder):
+        return None
+    if not (hasattr(model, "discriminator_predictions") or hasattr(model, "generator_lm_head")):
+        return None
+    weights = {name: tensor.detach().float().cpu().numpy() for name, tensor in model.state_dict().items()
+               if tensor.is_floating_point()}
+    config = model.config
+    architecture = "ElectraForPreTraining" if hasattr(model, "discriminator_predictions") else "ElectraForMaskedLM"
+    if (getattr(config, "architectures", None) or [""])[0] != architecture:
+        config = _with_architecture(config, architecture)
+    return _network(config, weights)
+
+
+def _with_architecture(config, architecture: str):
+    import copy
+
+    config = copy.copy(config)
+    config.architectures = [architecture]
+    return config
