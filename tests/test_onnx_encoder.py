@@ -57,7 +57,7 @@ def test_the_numpy_heads_compute_what_torch_computes(tiny_bundle):
     with torch.inference_mode():
         want = Int8Linear.from_linear(linear)(x).numpy()
         assert np.abs(dense(x.numpy()) - want).max() < 1e-5
-        assert np.abs(gelu(x.numpy()) - torch.nn.functional.gelu(x).numpy()).max() < 1e-6
+        assert np.abs(gelu(x.numpy()) - torch.nn.functional.gelu(x).numpy()).max() < 1e-5
         norm = generator.generator_predictions.LayerNorm
         y = torch.randn(5, norm.normalized_shape[0])
         assert np.abs(layer_norm(y.numpy(), norm.weight.detach().numpy(), norm.bias.detach().numpy(), norm.eps)

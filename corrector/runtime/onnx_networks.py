@@ -13,14 +13,16 @@ module's weights (`onnx_copy`): the same arrays give the same networks.
 
 from __future__ import annotations
 
-import math
+import functools
+import importlib.metadata
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from ..resources.cache import cached, key_digest
 from .network_config import read_config, read_weights
-from .onnx_encoder import EncoderSession, onnx_runtime_available
+from .onnx_encoder import MS_DOMAIN, OPSET, EncoderSession, onnx_runtime_available
 
 # An fp32 matmul of integer-valued arrays is exact while every partial sum stays below 2**24:
 # |sum| <= depth * 127 * 127 (int8.py's FLOAT32_EXACT_DEPTH); deeper layers take float64.
@@ -57,16 +59,32 @@ class Int8Dense:
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """transformers' "gelu", x * Φ(x) with the exact erf: erfc by its Chebyshev fit (Numerical
-    Recipes' erfcc, relative error < 1.2e-7, about float32's own), in float64."""
-    z = np.asarray(x, dtype=np.float64) / math.sqrt(2.0)
-    a = np.abs(z)
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(-a * a + poly)
-    erf = np.where(z >= 0, 1.0 - erfc, erfc - 1.0)
-    return (0.5 * np.asarray(x, dtype=np.float64) * (1.0 + erf)).astype(np.float32)
+    """transformers' "gelu", x * Φ(x) with the exact erf, float32: ONNX Runtime's Gelu kernel
+    (numpy has no erf; a float64 polynomial for it cost 12 ms per 256 K values against 0.2 ms
+    for torch's, 5 % of a batch's time)."""
+    return _gelu_session().run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
+
+
+@functools.cache
+def _gelu_session():
+    """A one-node graph (com.microsoft Gelu, erf-exact), cached like the encoders' graphs."""
+    import onnxruntime
+
+    def build() -> tuple[bytes, bytes]:
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], domain=MS_DOMAIN)], "gelu",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        serialized = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                             helper.make_opsetid(MS_DOMAIN, 1)]).SerializeToString()
+        return serialized, serialized
+
+    model = cached("onnx-gelu", key_digest(OPSET, importlib.metadata.version("onnx")), build, bytes)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # as the encoders' sessions: the batch workers are the parallelism
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -77,8 +95,9 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    out = logits - logits.max(-1, keepdims=True)
+    out -= np.log(np.exp(out).sum(-1, keepdims=True))
+    return out
 
 
 class OnnxNetwork:
