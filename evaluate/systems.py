@@ -143,7 +143,11 @@ class SystemFactory:
             from corrector.pipeline import Corrector, CorrectorConfig
 
             config = CorrectorConfig() if self.passes is None else CorrectorConfig(passes=self.passes)
-            system = Corrector(model=self.bundle(), device=self.device, quantize=self.quantize, runtime=self.runtime,
+            # From the directory unless another system loaded the torch networks already: the
+            # int8 ONNX Runtime networks are then read without torch and transformers (the same
+            # arrays, the same results; runtime/onnx_networks.py).
+            model = self.model_path() if self._bundle is None else self._bundle
+            system = Corrector(model=model, device=self.device, quantize=self.quantize, runtime=self.runtime,
                                config=config)
         elif name == "classic":
             from corrector.baselines.classic import ClassicCorrector

@@ -100,6 +100,38 @@ def test_a_corrector_from_the_shipped_directory_imports_neither_transformers_nor
     assert out.stdout.split() == ["少先队员应该为老人让坐", "False", "False"]
 
 
+WITHOUT_TORCH = """
+import runpy, sys
+
+class Uninstalled:  # as if torch and transformers were not installed (pip install . without [torch])
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Uninstalled)
+sys.argv = ["corrector", *sys.argv[1:]]
+runpy.run_module("corrector", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.skipif(not onnx_encoder.onnx_runtime_available(), reason="onnxruntime or onnx is not installed")
+def test_the_cli_corrects_without_torch_installed_and_says_what_needs_it():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    done = cli("少先队员因该为老人让坐")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0] == "少先队员应该为老人让坐"
+    for option in ("--runtime=torch", "--no-quantize"):
+        refused = cli(option, "少先队员因该为老人让坐")
+        assert refused.returncode == 2 and "needs torch, which is not installed" in refused.stderr, refused.stderr[-2000:]
+        assert "Traceback" not in refused.stderr
+
+
 def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory(cache_home, monkeypatch):
     builds = []
 

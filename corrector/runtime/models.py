@@ -222,10 +222,28 @@ def disable_loading_bars() -> None:
         _transformers()
 
 
+TORCH_INSTALL = "pip install torch==2.13.0 transformers (or the package's [torch] extra)"
+
+
+def require_torch(purpose: str):
+    """torch, or a RuntimeError saying that `purpose` needs it. The ONNX Runtime networks of a
+    model directory in the shipped layout run without it; fp32, bf16, GPUs, `runtime="torch"`,
+    hub ids and training do not."""
+    try:
+        import torch
+    except ImportError as err:
+        raise RuntimeError(f"{purpose} needs torch, which is not installed: {TORCH_INSTALL}") from err
+    return torch
+
+
 def _transformers():
     """The transformers package, imported on first use: training, hub ids and the networks the
     int8 path cannot read need it; a corrector built from a shipped model directory does not."""
-    import transformers
+    require_torch("loading a model with transformers")
+    try:
+        import transformers
+    except ImportError as err:
+        raise RuntimeError(f"loading a model with transformers needs it, and it is not installed: {TORCH_INSTALL}") from err
 
     if _quiet_loading:
         transformers.utils.logging.disable_progress_bar()
@@ -260,8 +278,8 @@ def load_model(path_or_id: str | None = None, device: str | torch.device = "cpu"
     Also sets the process's malloc to keep freed memory (`allocator.retain_freed_memory`): every
     batch allocates the same activations again, and on CPU that made batched correction ~25%
     faster (104 vs 84 sentences/s at batch 32)."""
-    import torch
-
+    torch = require_torch(f"loading {path_or_id or 'the model'} as torch networks (fp32, bf16, GPUs, hub ids, "
+                          "another layout, no onnxruntime)")
     retain_freed_memory()
     path_or_id = locate_model(str(path_or_id or default_model_path()))
     paths = resolve_model_paths(path_or_id)
@@ -303,6 +321,7 @@ def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> Mod
             return _bundle(path_or_id, paths, CharTokenizer(vocab), discriminator, generator, "cpu")
         if runtime == "onnxruntime":
             return None  # transformers loads it; `quantized` then says whether ORT can run it
+    require_torch("runtime='torch'" if runtime == "torch" else "running the int8 networks without onnxruntime")
     from .electra import read_network
     from .quantization import int8_copy
 
