@@ -31,14 +31,14 @@ class Settings(BaseSettings):
     # None defers to the library default ($CORRECTOR_MODEL, else data/model).
     model: str | None = None
     device: str = "cpu"
-    # torch threads per worker process; 0: torch's default (one per core) divided among the
-    # `workers` processes. The corrector's batch workers take them (2 cores: two batches at once,
-    # one torch thread each, so no OpenMP team spins waiting for a core that another busy thread
-    # holds); every other thread, the inference thread included, runs torch on one (see
-    # docs/service.md, "Threads").
+    # CPU threads per worker process (numpy's BLAS; torch's where it runs the networks); 0: one
+    # per core divided among the `workers` processes. The corrector's batch workers take them (2
+    # cores: two batches at once, one thread each, so no thread team spins waiting for a core
+    # that another busy thread holds); every other thread, the inference thread included, runs on
+    # one (see docs/service.md, "Threads").
     threads: int = Field(0, ge=0)
     # Correction processes per worker (corrector/processes.py): each holds its own corrector on one
-    # torch thread and takes a share of every micro-batch; 0: correct in the worker process itself,
+    # thread and takes a share of every micro-batch; 0: correct in the worker process itself,
     # on the corrector's batch threads (`threads`). None: the CPU cores divided among the
     # `workers`, at most 4 (a model each), where that makes two or more on the CPU, else 0.
     # Processes do not share the GIL: a micro-batch of 8 sentences on 2 cores in 15.8 instead of
@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     # throughput; a text gets the same corrections in any micro-batch, its confidences within a
     # few 1e-3). False: fp32, where a text's result is exactly the same in any micro-batch.
     quantize: bool | None = None
-    # What runs the int8 networks' encoders: "onnxruntime" (corrector/onnx_encoder.py: ~0.7x the
+    # What runs the int8 networks: "onnxruntime" (corrector/runtime/onnx_networks.py, no torch: ~0.7x the
     # time per sentence, a text's result exactly the same in any micro-batch), "torch", or "auto":
     # onnxruntime where installed.
     runtime: Literal[RUNTIMES] = "auto"  # the choices the CLI and evaluator offer too
