@@ -74,9 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=count(1), default=32,
                         help="sentences per correct_batch call (default: 32): larger batches are faster per sentence")
     parser.add_argument("--max-edits", type=count(0), default=None, help="most edits per sentence (default 4)")
-    parser.add_argument("--passes", type=int, choices=(1, 2), default=None,
-                        help="2 (default, CorrectorConfig.passes): the sentences with edits are corrected again, "
-                             "from half the threshold; 1: one pass, about half the time for such texts")
+    parser.add_argument("--passes", type=int, choices=(1, 2, 3), default=None,
+                        help="3 (default, CorrectorConfig.passes): the sentences with edits are corrected again, "
+                             "from half the threshold, and those that changed once more; 1: one pass, about half "
+                             "the time for such texts")
     parser.add_argument("--whitelist", help="file of terms never to change, one per line")
     parser.add_argument("--confusion", help="file of extra confusion pairs: 'a b' or 'a:bcd' per line")
     parser.add_argument("--traditional", choices=TRADITIONAL_CHOICES, default="tw",

@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the corrector's int8 networks (default: on for CPU); --no-quantize for fp32",
     )
     parser.add_argument(
-        "--passes", type=int, choices=(1, 2), default=None,
-        help="the corrector's correction passes (default 2: the sentences with edits are corrected again)",
+        "--passes", type=int, choices=(1, 2, 3), default=None,
+        help="the corrector's correction passes (default 3: the sentences with edits are corrected again, twice at most)",
     )
     parser.add_argument(
         "--runtime", choices=RUNTIMES, default="auto",

@@ -151,5 +151,5 @@ def test_traditional_text_is_corrected_in_its_script(model, capsys):
 def test_passes_option_reaches_the_corrector(tiny_model_dir):
     from corrector.__main__ import build_corrector, parse_args
 
-    assert build_corrector(parse_args(["--model", str(tiny_model_dir), "x"])).config.passes == 2
+    assert build_corrector(parse_args(["--model", str(tiny_model_dir), "x"])).config.passes == 3
     assert build_corrector(parse_args(["--model", str(tiny_model_dir), "--passes", "1", "x"])).config.passes == 1

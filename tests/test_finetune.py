@@ -569,7 +569,7 @@ def test_heldout_scores_the_second_pass_as_the_corrector_wrote_it():
             return TwoPasses(passes)
 
         def correct_batch(self, texts, batch_size=None, threshold=None):
-            edits = [Edit(0, "因", "应", 0.9, "pinyin")] + [Edit(3, "吗", "吧", 0.1, "other")] * (self.passes - 1)
+            edits = [Edit(0, "因", "应", 0.9, "pinyin")] + [Edit(3, "吗", "吧", 0.1, "other")] * (self.passes > 1)
             return [Result.applying(text, list(edits)) for text in texts]
 
     score = fit_and_score(lambda config: TwoPasses(), examples, candidates, labels, {}, batch_size=8,

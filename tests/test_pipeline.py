@@ -738,6 +738,41 @@ def test_second_pass_reads_the_whole_edited_sentence_and_no_other(tiny_model_dir
     assert 14 in edited and 19 not in edited
 
 
+def test_a_third_pass_reads_only_the_texts_the_second_changed(tiny_model_dir, confusion, monkeypatch):
+    import corrector.detection as detection
+
+    long, short = "今天天气很好，我们一起去公园散步。明天也去公园。", "今天很好。"
+    corrector = Corrector(str(tiny_model_dir), threshold=0.0, detection_threshold=0.5, confusion=confusion,
+                          config=CorrectorConfig(max_edits_per_sentence=10_000, passes=3))
+    first_char = corrector.bundle.tokenizer.encode(long).ids[0]
+
+    def detect(bundle, batch):  # as written: 今 flagged; once 今 is corrected: 散 (14), which only `long` has
+        probs = np.zeros((batch.input_ids.shape[0], batch.input_ids.shape[1] - 2))
+        for row in range(len(probs)):
+            probs[row, [0] if int(batch.input_ids[row, 1]) == first_char else [14]] = 1.0
+        return probs
+
+    monkeypatch.setattr(detection, "detect", detect)
+    calls = []
+    once = corrector._correct_once
+
+    def spy(texts, *args, **kwargs):
+        results = once(texts, *args, **kwargs)
+        calls.append((list(texts), results))
+        return results
+
+    monkeypatch.setattr(corrector, "_correct_once", spy)
+    results = corrector.correct_batch([long, short])
+    assert len(calls) == 3 and len(calls[1][0]) == 2  # both texts edited by the first pass
+    assert 0 < len(calls[2][0]) and calls[2][0] == [r.target for r in calls[1][1] if r.edits]  # the second's changes
+    assert any(text[14] != long[14] for text in calls[2][0])  # 散, flagged once 今 was corrected
+    assert 14 in {e.position for e in results[0].edits}
+    corrector.config = dataclasses.replace(corrector.config, passes=2)
+    calls.clear()
+    corrector.correct_batch([long, short])
+    assert len(calls) == 2  # two passes: no third
+
+
 def test_a_documents_other_sentences_keep_what_the_first_pass_made_of_them(shipped_corrector):
     """The second pass's lower threshold stays in the sentences the first pass edited: one typo
     must not lower it for a document's unrelated sentences (over the whole text the shipped
@@ -798,17 +833,17 @@ def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     texts = ["今天天气很好。", "少先队员因该为老人让坐。"]
     results = trained.correct_batch(texts)
     assert [r.target for r in results] == ["今天天气很好。", "少先队员应该为老人让座。"]
-    assert trained.config.passes == 2  # the library default
+    assert trained.config.passes == 3  # the library default
     assert len(calls) == 2 and calls[1][0] == ["少先队员应该为老人让座。"]
     edited = {e.position for e in results[1].edits}
     assert calls[1][1] == [{p + d for p in edited for d in (-1, 0, 1)}]
     with pytest.raises(ValueError, match="passes"):
-        Corrector(trained.bundle, config=CorrectorConfig(passes=3))
-    # One pass on a copy that shares the networks and scorer; the corrector itself keeps two.
+        Corrector(trained.bundle, config=CorrectorConfig(passes=4))
+    # One pass on a copy that shares the networks and scorer; the corrector itself keeps three.
     single = trained.with_passes(1)
     calls.clear()
     assert [r.target for r in single.correct_batch(texts)] == [r.target for r in results]  # here one pass suffices
-    assert len(calls) == 1 and single.config.passes == 1 and trained.config.passes == 2
+    assert len(calls) == 1 and single.config.passes == 1 and trained.config.passes == 3
     assert single.bundle is trained.bundle and single.scorer is trained.scorer
     with pytest.raises(ValueError, match="passes"):
         trained.with_passes(0)

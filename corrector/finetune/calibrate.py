@@ -573,7 +573,8 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     macro_one, fpr_one = macro(results, tuned)
     two = macro_two = fpr_two = None
     if two_passes:
-        again, _ = run_system(trial.with_passes(2), [examples[i].source for i in test_idx], batch_size=batch_size,
+        again, _ = run_system(trial.with_passes(CorrectorConfig().passes), [examples[i].source for i in test_idx],
+                              batch_size=batch_size,
                               threshold=tuned)
         by_index = dict(zip(test_idx, again, strict=True))
         two = f1(test_idx, by_index, 0.0)
@@ -657,7 +658,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
             if score is None:
                 raise ValueError(f"split {split}: half {fit_half}'s candidates are all gold or all wrong")
             log(f"split {split} fit half {fit_half}: edit threshold {score.threshold:.2f}, "
-                f"F1 one pass {score.one_pass:.4f}, two passes {score.two_passes:.4f}"
+                f"F1 one pass {score.one_pass:.4f}, {CorrectorConfig().passes} passes {score.two_passes:.4f}"
                 + "".join(f"; {name} {f['one_pass']:.4f}, {f['two_passes']:.4f}" for name, f in score.subsets.items())
                 + ("" if score.macro is None else f"; macro {score.macro['one_pass']:.4f}, {score.macro['two_passes']:.4f}, "
                    f"clean FPR {score.macro['clean_fpr_one_pass']}, {score.macro['clean_fpr_two_passes']}"))
