@@ -100,10 +100,10 @@ class CorrectorConfig:
     passes: int = 3
     veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
     proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
-    # Batches run in parallel on this many threads, torch's threads shared among them (None: 2 on
-    # CPU when torch has >= 2 threads, else 1 = every batch in the calling thread). A call that
+    # Batches run in parallel on this many threads, the CPU threads shared among them (None: 2 on
+    # CPU with >= 2 threads, runtime/threads.py, else 1 = every batch in the calling thread). A call that
     # makes one batch (under MIN_SPLIT_ITEMS texts per worker, a single sentence) runs in the
-    # calling thread either way, on the process's torch threads (one SIGHAN sentence, lean int8
+    # calling thread either way, on the process's threads (one SIGHAN sentence, lean int8
     # encoder: p50 18.8-19.0 ms on one thread or two; before it, 18 on two vs 23 on one).
     workers: int | None = None
     # Traditional-script texts are read in simplified script and their corrections written back
@@ -146,11 +146,11 @@ class Corrector:
     when given, override its fields. The scorer is the model's (scorer.json) unless `scorer` is
     given; `threshold` and `detection_threshold` override its thresholds.
 
-    Precision: on CPU the networks run int8 matmuls by default (`quantize=None`; quantization.py),
-    ~2x the sentences/s of fp32 at the same F1, their encoders in ONNX Runtime where it is
-    installed (`runtime="auto"`; onnx_encoder.py: one sentence per run, so a text gets exactly the
-    same result alone or in any batch). `runtime="torch"` runs the int8 encoders in torch
-    (lean_encoder.py), where each token is quantized on its own, so a text gets the same
+    Precision: on CPU the networks run int8 matmuls by default (`quantize=None`), ~2x the
+    sentences/s of fp32 at the same F1: in ONNX Runtime where it is installed (`runtime="auto"`;
+    runtime/onnx_networks.py, no torch: encoders one sentence per run, so a text gets exactly the
+    same result alone or in any batch). `runtime="torch"` runs torch int8 copies (quantization.py,
+    lean_encoder.py), where each token is quantized on its own, so a text gets the same
     corrections alone or in any batch but its confidences can move by a few 1e-3 with the padding
     of its batch (fp32 attention rounding, amplified by the int8 rounding after it).
     `quantize=False` runs fp32, where `correct_batch` gives exactly what `correct` gives;
