@@ -63,6 +63,7 @@ def test_the_numpy_heads_compute_what_torch_computes(tiny_bundle):
         assert np.abs(layer_norm(y.numpy(), norm.weight.detach().numpy(), norm.bias.detach().numpy(), norm.eps)
                       - norm(y).numpy()).max() < 1e-5
     assert np.allclose(dense.dequantized_weight(), Int8Linear.from_linear(linear).dequantized_weight().numpy())
+    assert gelu(np.zeros((0, 4))).shape == (0, 4) and dense(np.zeros((0, dense.in_features))).shape == (0, dense.out_features)
 
     # The whole head: ONNX network against the torch int8 network at the same positions.
     onnx_net, torch_net = onnx_copy(generator), int8_copy(generator, "torch")
