@@ -132,6 +132,20 @@ def test_the_cli_corrects_without_torch_installed_and_says_what_needs_it():
         assert "Traceback" not in refused.stderr
 
 
+def test_threads_set_before_torch_is_imported_reach_it(tiny_model_dir):
+    """`--threads` is read before anything imports torch (the ONNX Runtime networks never do):
+    the torch networks, when asked for, still run on that many threads."""
+    code = ("import sys; from corrector.runtime.threads import set_threads, cpu_threads; set_threads(1); "
+            "assert 'torch' not in sys.modules; from corrector import Corrector; "
+            f"c = Corrector({str(tiny_model_dir)!r}, runtime='torch'); import torch; "
+            "print(torch.get_num_threads(), cpu_threads(), c.workers)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "1", "1"]
+
+
 def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory(cache_home, monkeypatch):
     builds = []
 

@@ -233,6 +233,9 @@ def require_torch(purpose: str):
         import torch
     except ImportError as err:
         raise RuntimeError(f"{purpose} needs torch, which is not installed: {TORCH_INSTALL}") from err
+    from .threads import apply_to_torch
+
+    apply_to_torch()  # a --threads given before torch was imported
     return torch
 
 

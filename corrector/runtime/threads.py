@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 _threads: int | None = None  # set_threads
+_torch_pending = False  # set_threads was called before torch was imported: apply_to_torch applies it
 _blas_lock = threading.Lock()
 _blas_users = 0  # calls inside `blas_threads`
 _blas_limit = None  # the limit they hold (threadpoolctl's, restored by the last one out)
@@ -38,10 +39,11 @@ os.register_at_fork(after_in_child=_forget_pools_after_fork)
 
 def set_threads(threads: int) -> None:
     """The CPU threads the correction may use (`--threads`): torch's too, now where it is loaded,
-    else when torch networks are first built (`apply_to_torch`)."""
-    global _threads
+    else when the model loader imports it (`apply_to_torch`)."""
+    global _threads, _torch_pending
     _threads = threads
     torch = sys.modules.get("torch")
+    _torch_pending = torch is None
     if torch is not None:
         torch.set_num_threads(threads)
     controller = _blas_controller()
@@ -50,12 +52,14 @@ def set_threads(threads: int) -> None:
 
 
 def apply_to_torch() -> None:
-    """torch's intra-op threads as `set_threads` said, if it said so before torch was imported."""
-    if _threads is not None:
+    """torch's intra-op threads as `set_threads` said, if it said so before torch was imported
+    (called by the model loader once torch is, before any batch thread starts)."""
+    global _torch_pending
+    if _torch_pending and _threads is not None:
         import torch
 
-        if torch.get_num_threads() != _threads:
-            torch.set_num_threads(_threads)
+        torch.set_num_threads(_threads)
+        _torch_pending = False
 
 
 def cpu_threads() -> int:

@@ -7,14 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .threads import apply_to_torch
-
 
 class TorchNetwork:
     """A torch network of a bundle, in its bundle's device and autocast."""
 
     def __init__(self, bundle, module: torch.nn.Module) -> None:
-        apply_to_torch()
         self.bundle = bundle
         self.module = module
         self.config = module.config
