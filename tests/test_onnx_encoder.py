@@ -11,8 +11,9 @@ import torch
 from corrector.pipeline import Corrector
 from corrector.runtime import onnx_encoder
 from corrector.runtime.int8 import Int8Linear
+from corrector.runtime.lean_encoder import onnx_encoder_supported
 from corrector.runtime.models import load_model, quantized
-from corrector.runtime.onnx_encoder import onnx_encoder_supported, onnx_runtime_available
+from corrector.runtime.onnx_encoder import onnx_runtime_available
 from corrector.runtime.onnx_networks import Int8Dense, OnnxGenerator, gelu, layer_norm, onnx_copy
 from corrector.runtime.quantization import int8_copy
 

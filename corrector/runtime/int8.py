@@ -12,10 +12,8 @@ import time
 import torch
 from torch import nn
 
-# An fp32 matmul of integer-valued tensors is exact while every partial sum stays below 2**24:
-# |sum| <= depth * 127 * 127, so up to 1,040 input features (every layer of ELECTRA-small/base's
-# attention and of small's FFN). Deeper layers take float64, exact to 2**53.
-FLOAT32_EXACT_DEPTH = 2**24 // (127 * 127)
+from .onnx_encoder import FLOAT32_EXACT_DEPTH  # the numpy heads' bound too: the same arithmetic
+
 KERNELS = ("auto", "int", "float")
 
 

@@ -67,6 +67,12 @@ def lean_encoder_supported(encoder: nn.Module) -> bool:
     )
 
 
+def onnx_encoder_supported(encoder: nn.Module) -> bool:
+    """Whether `encoder` can run as an ONNX Runtime graph (onnx_encoder.py): what this module runs,
+    with the "gelu" activation."""
+    return lean_encoder_supported(encoder) and encoder.config.hidden_act == "gelu"
+
+
 class LeanLayer(nn.Module):
     """One transformer layer: self-attention and feed-forward, each with residual + LayerNorm."""
 

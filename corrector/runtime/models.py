@@ -319,8 +319,7 @@ def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> Mod
     if runtime != "torch" and onnx_runtime_available():
         discriminator = read_onnx_network(paths.discriminator)
         generator = read_onnx_network(paths.generator) if discriminator is not None else None
-        if generator is not None and discriminator.config.architectures == ["ElectraForPreTraining"] \
-                and generator.config.architectures == ["ElectraForMaskedLM"]:
+        if _is_pair(discriminator, generator):
             return _bundle(path_or_id, paths, CharTokenizer(vocab), discriminator, generator, "cpu")
         if runtime == "onnxruntime":
             return None  # transformers loads it; `quantized` then says whether ORT can run it
@@ -330,11 +329,17 @@ def load_int8_model(path_or_id: str | None = None, runtime: str = "auto") -> Mod
 
     discriminator = read_network(paths.discriminator)
     generator = read_network(paths.generator) if discriminator is not None else None
-    if generator is None or discriminator.config.architectures != ["ElectraForPreTraining"] \
-            or generator.config.architectures != ["ElectraForMaskedLM"]:
+    if not _is_pair(discriminator, generator):
         return None
     return _bundle(path_or_id, paths, CharTokenizer(vocab), int8_copy(discriminator, "torch"),
                    int8_copy(generator, "torch"), "cpu")
+
+
+def _is_pair(discriminator, generator) -> bool:
+    """Both networks read, a discriminator and a generator of the shipped architectures."""
+    return (discriminator is not None and generator is not None
+            and discriminator.config.architectures == ["ElectraForPreTraining"]
+            and generator.config.architectures == ["ElectraForMaskedLM"])
 
 
 def _bundle(path_or_id: str, paths: ModelPaths, tokenizer: CharTokenizer, discriminator: Any, generator: Any,

@@ -25,7 +25,7 @@ process starting up loads it instead (`encoder_graph`). Weights: int8, one scale
 (`signed_weights_saturate`: no VNNI); activations: uint8 with one scale and zero point per
 tensor, computed per run.
 Only an encoder-only ELECTRA with absolute positions and the "gelu" activation is built
-(`onnx_encoder_supported`); anything else keeps the torch path.
+(`lean_encoder.onnx_encoder_supported` for a torch module); anything else keeps the torch path.
 """
 
 from __future__ import annotations
@@ -52,13 +52,6 @@ GRAPH_CACHE_KEEP = 8  # graphs kept (most recently used): a discriminator and a 
 def onnx_runtime_available() -> bool:
     """Whether onnxruntime and onnx (the graph builder) are installed."""
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
-
-
-def onnx_encoder_supported(encoder) -> bool:
-    """Whether `encoder` (an ElectraModel, transformers' or electra.py's) can run as an ONNX graph here."""
-    from .lean_encoder import lean_encoder_supported
-
-    return lean_encoder_supported(encoder) and encoder.config.hidden_act == "gelu"
 
 
 @functools.cache
@@ -93,6 +86,35 @@ def signed_weights_saturate() -> bool:
     session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
     product = session.run(None, {"a": np.full((16, depth), 255, dtype=np.uint8)})[0]
     return bool((product != depth * 255 * 127).any())
+
+
+def one_thread_session(model: bytes):
+    """An ONNX Runtime session of `model` on one thread per run: the corrector runs its batches on
+    parallel workers (threads.py). Two threads made a lone discriminator pass faster (4.1 -> 2.4
+    ms) but the corrector's p50 slower (10.5 -> 31 ms): ORT's spinning threads fight the other
+    worker and the Python stages."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+# An fp32 matmul of integer-valued arrays is exact while every partial sum stays below 2**24:
+# |sum| <= depth * 127 * 127, so up to 1,040 input features (every layer of ELECTRA-small/base's
+# attention and of small's FFN). Deeper layers take float64, exact to 2**53. For the int8 layers
+# of both the numpy heads (onnx_networks.py) and torch (int8.py).
+FLOAT32_EXACT_DEPTH = 2**24 // (127 * 127)
+
+
+def quantize_weight(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A float (out, in) weight as int8 values (as float32) and one scale per output channel,
+    w_max / 127: `Int8Linear`'s scheme (int8.py), shared by the graphs here and the numpy heads
+    (onnx_networks.py)."""
+    w = np.asarray(weight, dtype=np.float32)
+    scale = np.maximum(np.abs(w).max(axis=1), np.float32(1e-8)) / np.float32(127.0)
+    return np.clip(np.round(w / scale[:, None]), -127, 127), scale
 
 
 def encoder_graph(weights: Mapping[str, np.ndarray], config) -> bytes:
@@ -160,9 +182,8 @@ class _GraphBuilder:
     def linear(self, x: str, weight: np.ndarray, bias: np.ndarray | None) -> str:
         """x @ W.T + b with int8 weights (one scale per output channel) and x quantized per run.
         Written the way ORT's quantizer writes it, so ORT fuses it into one DynamicQuantizeMatMul."""
-        w = np.asarray(weight, dtype=np.float32)
-        scale = np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0
-        quantized = np.clip(np.round(w / scale[:, None]), -127, 127).astype(np.int8).T  # (in, out)
+        values, scale = quantize_weight(weight)
+        quantized = values.astype(np.int8).T  # (in, out)
         x_q, x_scale, x_zero = self.op("DynamicQuantizeLinear", [x], outputs=3)
         scales = self.op("Mul", [x_scale, self.constant("w_scale", scale.astype(np.float32))])
         if self.unsigned_weights:  # the same integers, shifted by 128: exact where int8 would saturate
@@ -231,17 +252,8 @@ class EncoderSession:
     positions of the output are 0)."""
 
     def __init__(self, weights: Mapping[str, np.ndarray], config) -> None:
-        import onnxruntime
-
         self.hidden_size = config.hidden_size
-        options = onnxruntime.SessionOptions()
-        # One thread per run: the corrector runs its batches on parallel workers (threads.py).
-        # Two threads made a lone discriminator pass faster (4.1 -> 2.4 ms) but the corrector's
-        # p50 slower (10.5 -> 31 ms): ORT's spinning threads fight the other worker and the Python stages.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(encoder_graph(weights, config), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = one_thread_session(encoder_graph(weights, config))
 
     def __deepcopy__(self, memo) -> EncoderSession:
         return self  # immutable once built; an ORT session may serve many threads at once

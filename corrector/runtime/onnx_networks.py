@@ -22,11 +22,16 @@ import numpy as np
 
 from ..resources.cache import cached, key_digest
 from .network_config import read_config, read_weights
-from .onnx_encoder import MS_DOMAIN, OPSET, EncoderSession, onnx_runtime_available
+from .onnx_encoder import (
+    FLOAT32_EXACT_DEPTH,
+    MS_DOMAIN,
+    OPSET,
+    EncoderSession,
+    one_thread_session,
+    onnx_runtime_available,
+    quantize_weight,
+)
 
-# An fp32 matmul of integer-valued arrays is exact while every partial sum stays below 2**24:
-# |sum| <= depth * 127 * 127 (int8.py's FLOAT32_EXACT_DEPTH); deeper layers take float64.
-FLOAT32_EXACT_DEPTH = 2**24 // (127 * 127)
 ENCODER_PREFIX = "electra."
 
 
@@ -34,10 +39,8 @@ class Int8Dense:
     """`Int8Linear` in numpy: y = (q(x) @ q(W).T) * scales + b, the same integers and scales."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
-        weight = np.asarray(weight, dtype=np.float32)
-        scale = np.maximum(np.abs(weight).max(axis=1), np.float32(1e-8)) / np.float32(127.0)
-        quantized = np.clip(np.round(weight / scale[:, None]), -127, 127)
-        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        quantized, scale = quantize_weight(weight)
+        self.out_features, self.in_features = quantized.shape
         dtype = np.float32 if self.in_features <= FLOAT32_EXACT_DEPTH else np.float64
         self.weight_t = np.ascontiguousarray(quantized.T, dtype=dtype)  # (in, out)
         self.weight_scale = (scale / np.float32(127.0)).astype(np.float32)  # w_max / 127², as Int8Linear
@@ -69,8 +72,6 @@ def gelu(x: np.ndarray) -> np.ndarray:
 @functools.cache
 def _gelu_session():
     """A one-node graph (com.microsoft Gelu, erf-exact), cached like the encoders' graphs."""
-    import onnxruntime
-
     def build() -> tuple[bytes, bytes]:
         from onnx import TensorProto, helper
 
@@ -81,11 +82,7 @@ def _gelu_session():
                                                              helper.make_opsetid(MS_DOMAIN, 1)]).SerializeToString()
         return serialized, serialized
 
-    model = cached("onnx-gelu", key_digest(OPSET, importlib.metadata.version("onnx")), build, bytes)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1  # as the encoders' sessions: the batch workers are the parallelism
-    options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return one_thread_session(cached("onnx-gelu", key_digest(OPSET, importlib.metadata.version("onnx")), build, bytes))
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -195,7 +192,7 @@ def read_onnx_network(directory: str | Path) -> OnnxNetwork | None:
 def onnx_copy(model) -> OnnxNetwork | None:
     """The ONNX Runtime network of a torch ELECTRA discriminator or generator (transformers' or
     electra.py's), from its weights; None where it cannot run as one."""
-    from .onnx_encoder import onnx_encoder_supported
+    from .lean_encoder import onnx_encoder_supported
 
     encoder = getattr(model, "electra", None)
     if not onnx_runtime_available() or encoder is None or not onnx_encoder_supported(encoder):

@@ -19,20 +19,18 @@ class Batch:
 
     input_ids: np.ndarray  # (B, T) int64 with [CLS] ... [SEP] [PAD]...
     attention_mask: np.ndarray  # (B, T) int64
-    lengths: np.ndarray  # (B,) characters per sequence, without the special tokens
 
 
 def make_batch(sequences: list[list[int]], bundle: ModelBundle) -> Batch:
     tok = bundle.tokenizer
-    lengths = np.array([len(s) for s in sequences], dtype=np.int64)
-    width = int(lengths.max()) + 2 if len(sequences) else 2
+    width = max(map(len, sequences), default=0) + 2
     input_ids = np.full((len(sequences), width), tok.pad_token_id, dtype=np.int64)
     attention_mask = np.zeros((len(sequences), width), dtype=np.int64)
     for row, ids in enumerate(sequences):
         n = len(ids)
         input_ids[row, : n + 2] = tok.with_special_tokens(ids)
         attention_mask[row, : n + 2] = 1
-    return Batch(input_ids, attention_mask, lengths)
+    return Batch(input_ids, attention_mask)
 
 
 def generator_log_probs(bundle: ModelBundle, batch: Batch, rows: np.ndarray, index: np.ndarray,
