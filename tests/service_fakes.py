@@ -55,6 +55,10 @@ class SlowSpec(CorrectorSpec):
 
     delay_s: float = 0.5
     warmup: str | None = None
+    # Seconds a process takes to build its corrector: a replacement is not ready at once (a real
+    # one loads a model; these processes no longer import torch, which used to take ~1.7 s).
+    build_s: float = 0.0
 
     def build(self):
+        time.sleep(self.build_s)
         return _SlowProcessCorrector(self.delay_s)

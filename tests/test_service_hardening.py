@@ -176,7 +176,7 @@ def test_a_500_keeps_the_connection_alive_and_logs_once(caplog):
 
 @pytest.fixture
 def slow_processes():
-    corrector = ProcessCorrector(SlowSpec(delay_s=0.6), processes=2)
+    corrector = ProcessCorrector(SlowSpec(delay_s=0.6, build_s=3.0), processes=2)
     try:
         yield corrector
     finally:
