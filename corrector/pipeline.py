@@ -386,11 +386,12 @@ class Corrector:
             batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
         groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
         if self.workers == 1 or len(groups) <= 1:
-            for group in groups:
-                yield from run_batch(group)
+            with blas_threads(1):
+                for group in groups:
+                    yield from run_batch(group)
             return
         pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-        with blas_threads(self._threads_per_worker):
+        with blas_threads(1):
             jobs = [pool.submit(run_batch, group) for group in groups]
             try:
                 for job in jobs:

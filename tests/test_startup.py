@@ -146,6 +146,30 @@ def test_threads_set_before_torch_is_imported_reach_it(tiny_model_dir):
     assert out.stdout.split() == ["1", "1", "1"]
 
 
+def test_numpy_blas_runs_on_one_thread_however_threads_were_set(tiny_model_dir):
+    """numpy's BLAS (the int8 heads, the generator's output layer) never spins a thread per core:
+    `set_threads(1)` given before numpy is imported reaches it, and a batch run in the calling
+    thread (a lone sentence) runs on one BLAS thread in a process left at the BLAS's default."""
+    pytest.importorskip("threadpoolctl")
+    code = ("import sys; from corrector.runtime.threads import set_threads; assert 'numpy' not in sys.modules; "
+            "set_threads(1); from threadpoolctl import threadpool_info; "
+            "print([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "OPENBLAS_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[1]"]
+
+    code = ("from threadpoolctl import threadpool_info; from corrector import Corrector; import corrector.pipeline as p; "
+            f"c = Corrector({str(tiny_model_dir)!r}); seen = []; score = c._score_batch; "
+            "c._score_batch = lambda *a: seen.append([i['num_threads'] for i in threadpool_info() "
+            "if i['user_api'] == 'blas']) or score(*a); c.correct('今天天气很好'); "
+            "print(seen[0], [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[1]", "[2]"]  # one thread during the batch, the process's own after
+
+
 def test_the_cache_rebuilds_a_corrupt_entry_and_survives_an_unwritable_directory(cache_home, monkeypatch):
     builds = []
 

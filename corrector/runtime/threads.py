@@ -76,21 +76,27 @@ def cpu_threads() -> int:
 @functools.cache
 def _blas_controller():
     """threadpoolctl's view of the BLAS libraries loaded (numpy's OpenBLAS), or None without it.
-    Made on first use: it scans the process's libraries (~0.1 s)."""
+    Made on first use: it scans the process's libraries (~0.1 s). numpy is imported first: a
+    controller made before numpy has loaded its BLAS would never see it (`--threads 1` given to a
+    process that had not imported numpy yet left OpenBLAS on every core)."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
         return None
+    import numpy  # noqa: F401 - loads the BLAS the controller is to find
+
     return ThreadpoolController()
 
 
 @contextlib.contextmanager
 def blas_threads(threads: int) -> Iterator[None]:
-    """numpy's BLAS on `threads` threads while the batch workers run (the heads and the
-    generator's output layer are numpy matmuls, onnx_networks.py): two workers each calling a
-    BLAS that starts a thread per core spin against each other (SIGHAN-15, batch 32, 2 cores:
-    99-113 sentences per CPU-second against 163 with one BLAS thread). Overlapping calls share
-    one limit; the last one out restores the process's own setting."""
+    """numpy's BLAS on `threads` threads while batches run (the heads and the generator's output
+    layer are numpy matmuls of at most a few hundred rows, onnx_networks.py): a BLAS that starts a
+    thread per core spins them against each other and against everything else on the machine.
+    SIGHAN-15, 2 cores: two batch workers at batch 32, 99-113 sentences per CPU-second against
+    163 with one BLAS thread; one sentence at a time, p50 22-24 ms against 10-11 ms (a busy
+    machine). Overlapping calls share one limit; the last one out restores the process's own
+    setting."""
     global _blas_users, _blas_limit
     controller = _blas_controller()
     if controller is None:
