@@ -52,7 +52,7 @@ from .detection import Detector
 from .features import Featurizer
 from .proposal import Proposer
 from .resources.confusion import ConfusionSet
-from .resources.homophones import HomophoneWords, WordConfig, whole_words, word_confidence
+from .resources.homophones import HomophoneWords, WordConfig, whole_words
 from .result import Edit, Result
 from .runtime.models import ModelBundle, check_generator_input, prepare_bundle
 from .runtime.passes import make_batch
@@ -204,7 +204,8 @@ class Corrector:
         self.homophones = None
         if word_candidates and bundle.ngram is not None:  # a word is judged by the n-gram LM
             self.homophones = HomophoneWords.build(self.confusion, self.config.words.min_freq)
-        self.detector = Detector(bundle, self.scorer, self.vocab_confusion, self.vocab_to_lm, self.generator_input)
+        self.detector = Detector(bundle, self.scorer, self.vocab_confusion, self.vocab_to_lm, self.generator_input,
+                                 self.homophones, self.config.words.most_frequent)
         self.proposer = Proposer(bundle, self.config.candidates, self.vocab_confusion, self.cjk_bias, self.vocab_to_lm,
                                  self.generator_input, self.homophones, self.confusion, self.config.words,
                                  idioms=self.scorer.idiom_threshold_factor is not None)
@@ -323,7 +324,7 @@ class Corrector:
             return None
         targets = [self.bundle.tokenizer.token(t) for t in cands.target_id.tolist()]
         features = self.featurizer(sites, cands, targets, in_noun)
-        confidence = word_confidence(cands.group, self.scorer.confidence(features))
+        confidence = self.scorer.word_confidence(cands.group, features, self.scorer.confidence(features))
         best = winners(cands.position, cands.group, confidence.astype(np.float64))
         return ScoredBatch(sites, cands, targets, features, confidence, best)
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .features import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_COLUMN, PRIOR_INPUTS
+from .word_scoring import WordScorer, weakest_member
 
 if TYPE_CHECKING:
     import torch
@@ -68,7 +69,7 @@ DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a pos
 SCHEMA_VERSION = 1
 # The scorer's settings that are off (None) unless scorer.json gives a number, in to_config's order.
 OPTIONAL_SETTINGS = ("generator_flag_margin", "context_flag_rate", "particle_flag_gain", "idiom_threshold_factor",
-                     "second_pass_threshold_factor")
+                     "second_pass_threshold_factor", "word_flag_gain")
 
 
 @dataclass
@@ -109,6 +110,13 @@ class Scorer:
     # first pass changed, where errors cluster, so it cannot change one more clean sentence that
     # the first pass left alone.
     second_pass_threshold_factor: float | None = None
+    # With word candidates (a scorer that reads `word_gain`), the characters a dictionary word
+    # read like the written span changes are examined too where writing the word raises the
+    # n-gram LM by more than this (nats; detection.py); None: no such flags.
+    word_flag_gain: float | None = None
+    # A word candidate's score as a whole (word_scoring.py: inputs, mean, std, weights, bias);
+    # None: its weakest member's.
+    word: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -124,6 +132,7 @@ class Scorer:
         self.vector = np.array([float(self.weights.get(name, 0.0)) for name in FEATURES], dtype=np.float32)
         self._mlp = _Network(self.mlp, "mlp") if self.mlp is not None else None
         self._prior = _Network(self.prior, "prior") if self.prior is not None else None
+        self._word = WordScorer(self.word) if self.word is not None else None
 
     def idiom_threshold(self, threshold: float) -> float | None:
         """The edit threshold of a winner that completes an idiom, for edit threshold `threshold`."""
@@ -140,6 +149,15 @@ class Scorer:
         if self.mlp is not None:
             return feature in self.mlp["inputs"]
         return self.weights.get(feature, 0.0) != 0.0
+
+    def word_confidence(self, group: np.ndarray, features: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+        """`confidence` (the candidates' own) with each word candidate's members given their word's
+        score: the word scorer's where the scorer has one, else the weakest member's."""
+        if not (group >= 0).any():
+            return confidence
+        if self._word is None:
+            return weakest_member(group, confidence)
+        return self._word.confidence(group, self.with_prior(np.asarray(features, dtype=np.float32)), confidence)
 
     def with_prior(self, features: np.ndarray) -> np.ndarray:
         """`features` with the "prior" column filled by the prior network (as they are without one)."""
@@ -162,6 +180,7 @@ class Scorer:
             detection_threshold=float(config.get("detection_threshold", DEFAULT_DETECTION_THRESHOLD)),
             mlp=config.get("mlp"),
             prior=config.get("prior"),
+            word=config.get("word"),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
             **{name: None if config.get(name) is None else float(config[name]) for name in OPTIONAL_SETTINGS},
         )
@@ -185,6 +204,8 @@ class Scorer:
             config["mlp"] = self.mlp
         if self.prior is not None:
             config["prior"] = self.prior
+        if self.word is not None:
+            config["word"] = self.word
         return config
 
     def logits(self, features: np.ndarray) -> np.ndarray:

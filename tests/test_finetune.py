@@ -254,7 +254,7 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
 def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_model_dir: Path, tmp_path: Path):
     import shutil
 
-    from corrector.finetune.calibrate import calibrate
+    from corrector.finetune.calibrate import WORD_FLAG_GAIN, calibrate
     from corrector.pipeline import Corrector
     from corrector.resources.ngram import NgramLM
     from corrector.runtime.models import load_model
@@ -266,7 +266,9 @@ def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_
     NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)  # words need one
     saved = calibrate(model, dev, detection_grid=(0.0,), held_out=False, word_candidates=True, log=lambda *_: None)
     assert {"word_gain", "word_size"} <= set(saved["mlp"]["inputs"])
-    assert Corrector(load_model(str(model))).homophones is not None
+    assert saved["word_flag_gain"] == WORD_FLAG_GAIN  # words are examined where no other rule flags them
+    corrector = Corrector(load_model(str(model)))
+    assert corrector.homophones is not None and corrector.detector.homophones is corrector.homophones
 
 
 def test_ship_writes_fp16_weights_that_load_as_fp32(tiny_model_dir: Path, tmp_path: Path):

@@ -12,9 +12,10 @@ from conftest import TINY_TEXT, build_tiny_model
 from corrector import Corrector, CorrectorConfig
 from corrector.acceptance import winners
 from corrector.features import lm_margin
-from corrector.resources.homophones import HomophoneWords, load_index, whole_words, word_confidence
+from corrector.resources.homophones import HomophoneWords, load_index, whole_words
 from corrector.resources.ngram import NgramLM
 from corrector.scoring import Scorer
+from corrector.word_scoring import weakest_member
 
 WRONG = "他必近是个孩子。"  # 毕竟 typed by sound (bi jing -> bi jin): two characters wrong
 RIGHT = "他毕竟是个孩子。"
@@ -45,6 +46,11 @@ def test_index_finds_words_that_sound_like_the_span(homophones):
     assert all(word[2 - start] == "近" for start, word in frozen if start <= 2 < start + len(word))
     # A chunk's bounds are respected.
     assert all(m.start >= 2 for m in homophones.matches(WRONG, lambda offset: True, start=2))
+    # The spans' words are remembered: a fresh index (nothing remembered) finds the same.
+    fresh = HomophoneWords(homophones.index, homophones.confusion)
+    for allowed in (lambda offset: True, lambda offset: offset != 2):
+        assert fresh.matches(WRONG, allowed, most_frequent=3) == homophones.matches(WRONG, allowed, most_frequent=3)
+    assert "必近" in homophones._spans
 
 
 def test_index_is_cached_and_rebuilt_identically(homophones, confusion):
@@ -91,7 +97,7 @@ def test_a_word_wins_only_as_a_whole():
 def test_group_confidence_and_incomplete_words():
     group = np.array([-1, 0, 0, 1, 1])
     confidence = np.array([0.9, 0.8, 0.3, 0.6, 0.7])
-    assert word_confidence(group, confidence).tolist() == pytest.approx([0.9, 0.3, 0.3, 0.6, 0.6])
+    assert weakest_member(group, confidence).tolist() == pytest.approx([0.9, 0.3, 0.3, 0.6, 0.6])
     assert confidence.tolist() == pytest.approx([0.9, 0.8, 0.3, 0.6, 0.7])  # not modified in place
 
     from corrector.candidates import Candidates
@@ -149,3 +155,25 @@ def test_pipeline_writes_a_misspelt_word_as_a_whole(word_model, confusion, homop
     plain = Corrector(bundle, scorer=Scorer().to_config(), confusion=confusion, quantize=False,
                       config=CorrectorConfig(workers=1))
     assert plain.homophones is None
+
+
+def test_word_flags_examine_a_misspelt_word_no_other_rule_flags(word_model, confusion, homophones):
+    """A wrong word the detector leaves unflagged (detection threshold 1: nothing is) is examined
+    where the homophone word gains more than `word_flag_gain` in the n-gram LM, and written."""
+    lm = NgramLM.count([RIGHT, "毕竟不是。", "他毕竟是个孩子吧。", "孩子们。"] * 3, order=3, min_count=1, min_char_count=1)
+    from corrector import load_model
+
+    bundle = dataclasses.replace(load_model(str(word_model)), ngram=lm)
+    scorer = {"weights": {"bias": -6.0, "word_gain": 1.0}, "threshold": 0.5, "detection_threshold": 1.0}
+    corrector = Corrector(bundle, scorer=scorer, confusion=confusion, quantize=False, config=CorrectorConfig(workers=1))
+    assert corrector.correct(WRONG).target == WRONG  # no flag, no candidate
+    gain = lm.span_gains([(WRONG, 1)], ["毕竟"])[0]
+    flagged = Corrector(bundle, scorer={**scorer, "word_flag_gain": float(gain) - 0.5}, confusion=confusion,
+                        quantize=False, config=CorrectorConfig(workers=1))
+    result = flagged.correct(WRONG)
+    assert result.target == RIGHT and [e.position for e in result.edits] == [1, 2]
+    assert flagged.correct(RIGHT).target == RIGHT
+    above = Corrector(bundle, scorer={**scorer, "word_flag_gain": float(gain) + 0.5}, confusion=confusion,
+                      quantize=False, config=CorrectorConfig(workers=1))
+    assert above.correct(WRONG).target == WRONG  # the word gains less than the rule asks
+    assert Scorer.from_config({**scorer, "word_flag_gain": 8}).to_config()["word_flag_gain"] == 8.0

@@ -62,8 +62,9 @@ def test_the_shipped_corrector_completes_an_idiom_under_its_edit_threshold(shipp
     text = "他迫不急待地打开了礼物。"
     scorer = shipped_corrector.scorer.to_config()
     off = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": None})
-    on = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": 0.4})
-    assert off.correct(text).target == text  # 急 -> 及 scores ~0.3, under the edit threshold
+    on = Corrector(shipped_corrector.bundle, scorer=scorer)  # the release's factor (0.35)
+    assert scorer["idiom_threshold_factor"] is not None
+    assert off.correct(text).target == text  # 急 -> 及 scores ~0.28, under the edit threshold
     edit, = on.correct(text).edits
     assert (edit.position, edit.source, edit.target) == (3, "急", "及") and edit.confidence < on.threshold
     assert on.correct("我们明天讨论这个问题。").target == "我们明天讨论这个问题。"

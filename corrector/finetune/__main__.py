@@ -168,6 +168,9 @@ def _add_calibrate_command(commands) -> None:
     cal.add_argument("--word-candidates", action="store_true",
                      help="also propose dictionary words that sound like a written span (homophones.py) and fit the "
                           "scorer on them; the corrector then proposes them with this scorer")
+    cal.add_argument("--word-flag-gain", type=_gain_or_off, default=8.0, metavar="NATS|off",
+                     help="with --word-candidates: also examine the characters of a homophone word that gains more "
+                          "than this in the n-gram LM, whatever the other flag rules say (default: 8; off: none)")
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
     _add_broad_options(cal, BROAD_HELP)
@@ -253,6 +256,10 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gain_or_off(value: str) -> float | None:
+    return None if value == "off" else float(value)
+
+
 def run_calibrate(args: argparse.Namespace) -> int:
     from .calibrate import calibrate
     from .operating import read_parts
@@ -264,6 +271,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     calibrate(args.model, args.dev, batch_size=args.batch_size, hidden=args.hidden, seed=args.seed,
               members=args.members, fit_detection_threshold=args.fit_detection_threshold,
               generator_input=args.generator_input, word_candidates=args.word_candidates,
+              word_flag_gain=args.word_flag_gain,
               correct_sides=args.correct_sides, parts=read_parts(args.broad) if args.broad else None,
               max_clean_fpr=args.max_clean_fpr, **grids)
     return 0

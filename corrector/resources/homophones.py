@@ -19,10 +19,11 @@ the per-character evidence of its own character plus the word's (`word_gain`: th
 gain for writing the whole word, `word_size`, and its dictionary frequency). The pipeline
 scores the members like any candidate and accepts a word only as a whole (acceptance.winners).
 
-Opt-in: the pipeline proposes words only for a scorer fitted on their features (`finetune
-calibrate --word-candidates`). On the shipped model's dev split such a scorer corrected 42
-adjacent errors instead of 6, but held-out F1 moved by +0.003 over random halves (noise: only
-50 gold words are in reach there), at ~5 % of the throughput (docs/history.md).
+The pipeline proposes words only for a scorer fitted on their features (`finetune calibrate
+--word-candidates`, as the release is); the word flags (detection.py) examine the characters of
+words no other rule flags, and the word scorer (word_scoring.py) scores a word as a whole. With
+the members' weakest score alone, words moved the broad dev by noise (held out 0.5081 against
+0.5093); with the word flags and the word scorer 0.5316 (docs/history.md).
 
 The index is cached as JSON beside the confusion tables (`confusion.cache_dir()`).
 """
@@ -45,6 +46,7 @@ from .ngram import NgramLM
 
 BUILD_VERSION = 1  # bump when the index's build logic changes: old caches are then ignored
 MAX_READINGS = 16  # spans whose characters have more reading combinations are looked up under the first 16
+MAX_MEMO_SPANS = 50_000  # spans remembered by `HomophoneWords._span` (~20 MB at most), then forgotten at once
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class HomophoneWords:
         self.prefixes = {" ".join(key.split()[:n]) for key in index for n in range(2, len(key.split()))}
         self.confusion = confusion
         self._keys: dict[str, list[str]] = {}  # char -> its fuzzy syllables (memo; a benign race)
+        self._spans: dict[str, tuple | None] = {}  # span -> `_span`'s answer (memo; a benign race)
 
     @classmethod
     def build(cls, confusion: ConfusionSet, min_freq: int = WordConfig.min_freq, use_cache: bool = True) -> HomophoneWords:
@@ -96,28 +99,55 @@ class HomophoneWords:
         A span grows one character at a time, its readings kept only while they begin some
         word's key (`prefixes`): most spans stop after two characters."""
         end = len(text) if end is None else min(end, len(text))
-        readings = [self._syllables(ch) if is_cjk(ch) else [] for ch in text[start:end]]
+        segment = text[start:end]
         ok = [allowed(offset) for offset in range(start, end)]
         found = []
-        for i in range(len(readings) - 1):
-            partial = readings[i]
-            for length in range(2, self.max_len + 1):
-                if i + length > len(readings) or not readings[i + length - 1] or not partial:
+        for i in range(len(segment) - 1):
+            for length in range(2, min(self.max_len, len(segment) - i) + 1):
+                entry = self._span(segment[i:i + length])
+                if entry is None:
                     break
-                keys = [f"{p} {k}" for p in partial for k in readings[i + length - 1]][:MAX_READINGS]
-                partial = [key for key in keys if key in self.prefixes]
-                if sum(ok[i:i + length]) < 2:
+                inside = ok[i:i + length]
+                if all(inside):  # the usual case: every word of the span may be written
+                    found.extend(WordMatch(start + i, word, freq) for word, freq, _ in entry[1][:most_frequent])
                     continue
-                span = text[start + i:start + i + length]
-                words = {}
-                for key in keys:
-                    for word, freq in self.index.get(key, ()):
-                        changed = [j for j in range(length) if word[j] != span[j]]
-                        if len(changed) >= 2 and all(ok[i + j] for j in changed):
-                            words[word] = freq
-                ranked = sorted(words.items(), key=lambda item: (-item[1], item[0]))[:most_frequent]
-                found.extend(WordMatch(start + i, word, freq) for word, freq in ranked)
+                if sum(inside) < 2:
+                    continue
+                ranked = [(word, freq) for word, freq, changed in entry[1] if all(inside[j] for j in changed)]
+                found.extend(WordMatch(start + i, word, freq) for word, freq in ranked[:most_frequent])
         return found
+
+    def _span(self, span: str) -> tuple[list[str], list[tuple[str, int, tuple[int, ...]]]] | None:
+        """(the span's readings that begin some word's key, the words read like it that change
+        >= 2 of its characters as (word, frequency, changed offsets), most frequent first); None
+        where the span cannot be read (a character without a reading, or a prefix no key begins).
+        Memoised per span: a text's spans recur across texts and passes (~2x faster matches on
+        SIGHAN sentences)."""
+        entry = self._spans.get(span, False)
+        if entry is not False:
+            return entry
+        if len(span) == 2:
+            partial = self._syllables(span[0]) if is_cjk(span[0]) else []
+        else:
+            parent = self._span(span[:-1])
+            partial = parent[0] if parent is not None else []
+        last = self._syllables(span[-1]) if is_cjk(span[-1]) else []
+        if not partial or not last:
+            entry = None
+        else:
+            keys = [f"{p} {k}" for p in partial for k in last][:MAX_READINGS]
+            words: dict[str, tuple[int, tuple[int, ...]]] = {}
+            for key in keys:
+                for word, freq in self.index.get(key, ()):
+                    changed = tuple(j for j in range(len(span)) if word[j] != span[j])
+                    if len(changed) >= 2:
+                        words[word] = (freq, changed)
+            ranked = sorted(words.items(), key=lambda item: (-item[1][0], item[0]))
+            entry = ([key for key in keys if key in self.prefixes], [(w, f, c) for w, (f, c) in ranked])
+        if len(self._spans) >= MAX_MEMO_SPANS:
+            self._spans.clear()
+        self._spans[span] = entry
+        return entry
 
 
 @functools.lru_cache(maxsize=4)
@@ -229,18 +259,3 @@ def whole_words(cands: Candidates) -> Candidates:
     size = np.bincount(members)
     intact = (cands.group < 0) | (size[np.maximum(cands.group, 0)] == cands.word_size)
     return cands if intact.all() else cands.select(intact)
-
-
-def word_confidence(group: np.ndarray, confidence: np.ndarray) -> np.ndarray:
-    """Every member of a word gets the word's weakest member's confidence: a word is as sure as
-    its least sure character, and its characters are accepted or refused together."""
-    members = np.flatnonzero(group >= 0)
-    if len(members) == 0:
-        return confidence
-    confidence = np.asarray(confidence)
-    ids = group[members]
-    weakest = np.full(int(ids.max()) + 1, np.inf, dtype=confidence.dtype)
-    np.minimum.at(weakest, ids, confidence[members])
-    confidence = confidence.copy()
-    confidence[members] = weakest[ids]
-    return confidence

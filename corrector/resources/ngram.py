@@ -155,36 +155,56 @@ class NgramLM:
         """log P(text with `words[k]` written over the text from `start` on) - log P(text) for
         each site (text, start) — a whole word changed at once, in nats. As in `site_gains`,
         only the n-grams ending inside the span or up to `order` - 1 characters after it count;
-        a span shared by several words is scored as written once, each text converted once."""
+        a span shared by several words is scored as written once, each text converted once.
+
+        The rows are gathered with numpy from each text's ids padded with boundaries: every
+        column outside the word is the text's id at the same offset (the word replaces as many
+        characters as it has). Word flags score ~50 words per sentence (a Python row-by-row fill
+        was a third of this method's time)."""
         n = self.order
-        text_ids: dict[int, np.ndarray] = {}
+        if not words:
+            return np.zeros(0)
+        texts: dict[int, int] = {}  # id(text) -> its row in `padded`
+        text_ids: list[np.ndarray] = []
         spans: dict[tuple[int, int, int], int] = {}  # (text, start, length) -> its row as written
-        written: list[tuple[str, int, int]] = []
+        written: list[tuple[int, int, int]] = []  # (text row, start, length)
         own = np.empty(len(words), dtype=np.int64)
+        word_text = np.empty(len(words), dtype=np.int64)
+        word_start = np.empty(len(words), dtype=np.int64)
         for k, ((text, start), word) in enumerate(zip(sites, words, strict=True)):
-            key = (id(text), start, len(word))
+            t = texts.get(id(text))
+            if t is None:
+                t = texts[id(text)] = len(text_ids)
+                text_ids.append(self.ids(text))
+            key = (t, start, len(word))
             if key not in spans:
                 spans[key] = len(written)
-                written.append((text, start, len(word)))
-                if id(text) not in text_ids:
-                    text_ids[id(text)] = self.ids(text)
-            own[k] = spans[key]
-        width = 2 * (n - 1) + max((len(word) for word in words), default=0)
-        rows = np.full((len(written) + len(words), width), BOUNDARY, dtype=np.uint64)
-        events = np.empty(len(rows), dtype=np.int64)
-
-        def fill(row: int, text: str, start: int, middle: np.ndarray) -> None:
-            ids, end = text_ids[id(text)], start + len(middle)
-            left, right = ids[max(0, start - n + 1):start], ids[end:end + n - 1]
-            rows[row, n - 1 - len(left):n - 1] = left
-            rows[row, n - 1:n - 1 + len(middle)] = middle
-            rows[row, n - 1 + len(middle):n - 1 + len(middle) + len(right)] = right  # then BOUNDARY: the text's end
-            events[row] = len(middle) + len(right) + (1 if end + n - 1 > len(text) else 0)
-
-        for row, (text, start, length) in enumerate(written):
-            fill(row, text, start, text_ids[id(text)][start:start + length])
-        for k, ((text, start), word) in enumerate(zip(sites, words, strict=True)):
-            fill(len(written) + k, text, start, self.ids(word))
+                written.append(key)
+            own[k], word_text[k], word_start[k] = spans[key], t, start
+        lengths = np.array([len(word) for word in words], dtype=np.int64)
+        longest = int(lengths.max())
+        width = 2 * (n - 1) + longest
+        padded = np.full((len(text_ids), n - 1 + max(len(ids) for ids in text_ids) + width), BOUNDARY, dtype=np.uint64)
+        for t, ids in enumerate(text_ids):
+            padded[t, n - 1:n - 1 + len(ids)] = ids  # text offset p at column p + n - 1
+        span = np.array(written, dtype=np.int64).reshape(-1, 3)
+        row_text = np.concatenate([span[:, 0], word_text])
+        row_start = np.concatenate([span[:, 1], word_start])
+        row_length = np.concatenate([span[:, 2], lengths])
+        column = np.arange(width)
+        # Column j of a row is the text's offset start - (n - 1) + j: padded column start + j.
+        rows = padded[row_text[:, None], row_start[:, None] + column[None, :]]
+        rows[column[None, :] >= (2 * (n - 1) + row_length)[:, None]] = BOUNDARY  # past the right context
+        middle = np.full((len(words), longest), BOUNDARY, dtype=np.uint64)
+        chars = self.ids("".join(words))
+        middle[np.repeat(np.arange(len(words)), lengths), np.arange(len(chars)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = chars
+        inside = np.arange(longest)[None, :] < lengths[:, None]
+        word_rows = rows[len(written):]
+        word_rows[:, n - 1:n - 1 + longest] = np.where(inside, middle, word_rows[:, n - 1:n - 1 + longest])
+        text_length = np.array([len(ids) for ids in text_ids], dtype=np.int64)[row_text]
+        end = row_start + row_length
+        right = np.clip(text_length - end, 0, n - 1)
+        events = row_length + right + (end + n - 1 > text_length)
         totals = self._row_totals(rows, events)
         return totals[len(written):] - totals[own]
 
