@@ -83,6 +83,9 @@ class Sites:
     detect_prob: np.ndarray  # (N,) float64: discriminator P(replaced)
     source_ids: np.ndarray  # (N,) int64: vocabulary id of the written character
     generator_pass: GeneratorPass | None = None  # the batch's generator pass, when flagging made one
+    # The n-gram gains the word flags computed, by (id(text), start, word): the word candidates
+    # read them instead of scoring those words again.
+    word_gains: dict[tuple[int, int, str], float] = field(default_factory=dict)
     rows: list[int] = field(init=False)
     index: list[int] = field(init=False)
     offsets: list[int] = field(init=False)
@@ -139,6 +142,7 @@ class Detector:
                 examined[row, : len(it.examined)] = it.examined
         flagged = ((probs > threshold) | examined) & editable
         generator_pass = None
+        word_gains: dict[tuple[int, int, str], float] = {}
         if self.flags_by_generator:
             generator_pass = GeneratorPass(bundle, batch.input_ids, batch.attention_mask)
             flagged |= self._generator_flags(texts, group, batch, generator_pass, editable & ~flagged)
@@ -149,13 +153,13 @@ class Detector:
         if scorer.idiom_threshold_factor is not None:
             flagged |= self._idiom_flags(texts, group, editable & ~flagged)
         if scorer.word_flag_gain is not None and self.homophones is not None and bundle.ngram is not None:
-            flagged |= self._word_flags(texts, group, editable, editable & (probs >= WORD_FLAG_MIN_PROB))
+            flagged |= self._word_flags(texts, group, editable, editable & (probs >= WORD_FLAG_MIN_PROB), word_gains)
         rows_t, index_t = np.nonzero(flagged)
         if len(rows_t) == 0:
             return None
         source_ids = batch.input_ids[rows_t, index_t + 1]
         return Sites(texts, group, rows_t, index_t, probs[rows_t, index_t].astype(np.float64), source_ids,
-                     generator_pass)
+                     generator_pass, word_gains)
 
     def _generator_flags(self, texts, group: list[Item], batch: Batch, generator_pass: GeneratorPass,
                          candidates: np.ndarray) -> np.ndarray:
@@ -243,10 +247,12 @@ class Detector:
                     flags[row, index] = True
         return flags
 
-    def _word_flags(self, texts, group: list[Item], editable: np.ndarray, suspect: np.ndarray) -> np.ndarray:
+    def _word_flags(self, texts, group: list[Item], editable: np.ndarray, suspect: np.ndarray,
+                    gains_out: dict[tuple[int, int, str], float]) -> np.ndarray:
         """(B, L) bool: the characters that a dictionary word read like the written span changes
         (at least two, all `editable`, one of them `suspect`) where writing the word raises the
-        n-gram LM's log-probability by more than the scorer's `word_flag_gain` (in nats)."""
+        n-gram LM's log-probability by more than the scorer's `word_flag_gain` (in nats). Every
+        gain computed goes into `gains_out` (`Sites.word_gains`)."""
         flags = np.zeros_like(editable)
         found, sites, words = [], [], []
         reach = self.homophones.max_len - 1
@@ -273,6 +279,8 @@ class Detector:
                         words.append(match.word)
         if words:
             gains = self.bundle.ngram.span_gains(sites, words)
+            gains_out.update(zip(((id(text), start, word) for (text, start), word in zip(sites, words, strict=True)),
+                                 gains.tolist(), strict=True))
             for k in np.flatnonzero(gains > self.scorer.word_flag_gain).tolist():
                 row, match = found[k]
                 it, text = group[row], sites[k][0]

@@ -94,4 +94,5 @@ class Proposer:
             self.bundle.ngram,
             lm_gains,
             self.words,
+            sites.word_gains,
         )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,6 +189,7 @@ def propose_words(
     ngram: NgramLM,
     lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray],
     config: WordConfig,
+    known_gains: Mapping[tuple[int, int, str], float] | None = None,
 ) -> Candidates:
     """Word candidates for a batch, as members of groups (`Candidates.group`, numbered from 0).
 
@@ -199,7 +200,8 @@ def propose_words(
     character's vocabulary id (None outside it), `relation` / `pair_count` the confusion bits
     and training corrections of a (source, target) pair; `lm_gains(n, target ids)` the
     one-character n-gram gains, as for the single candidates, whose features the members share
-    where they coincide.
+    where they coincide. `known_gains` ((id(text), start, word) -> n-gram gain, what the word
+    flags computed) spares scoring those words again.
     """
     sites, words, members = [], [], []
     for r, (text, start, end) in enumerate(chunks):
@@ -216,7 +218,7 @@ def propose_words(
             members.append(changed)
     if not words:
         return Candidates.empty()
-    gains = ngram.span_gains(sites, [m.word for m in words])
+    gains = _span_gains(ngram, sites, [m.word for m in words], known_gains or {})
     kept = _best_per_span(sites, [len(m.word) for m in words], gains, config)
     groups = [(words[k], members[k], float(gains[k])) for k in kept]
     position = np.array([n for _, changed, _ in groups for n, _, _, _ in changed], dtype=np.int64)
@@ -237,6 +239,16 @@ def propose_words(
         word_size=np.repeat(sizes, sizes).astype(np.float64),
         word_freq=np.repeat([math.log10(1 + match.freq) for match, _, _ in groups], sizes).astype(np.float64),
     )
+
+
+def _span_gains(ngram: NgramLM, sites: list[tuple[str, int]], words: list[str],
+                known: Mapping[tuple[int, int, str], float]) -> np.ndarray:
+    """`ngram.span_gains(sites, words)`, read from `known` where it holds them."""
+    gains = np.array([known.get((id(text), start, word), np.nan) for (text, start), word in zip(sites, words, strict=True)])
+    missing = np.flatnonzero(np.isnan(gains))
+    if len(missing):
+        gains[missing] = ngram.span_gains([sites[k] for k in missing], [words[k] for k in missing])
+    return gains
 
 
 def _best_per_span(sites: list[tuple[str, int]], lengths: list[int], gains: np.ndarray, config: WordConfig) -> list[int]:
