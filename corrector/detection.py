@@ -281,11 +281,13 @@ class Detector:
             gains = self.bundle.ngram.span_gains(sites, words)
             gains_out.update(zip(((id(text), start, word) for (text, start), word in zip(sites, words, strict=True)),
                                  gains.tolist(), strict=True))
+            index_of: dict[int, dict[int, int]] = {}  # row -> offset -> index, for the rows with a flag
             for k in np.flatnonzero(gains > self.scorer.word_flag_gain).tolist():
                 row, match = found[k]
-                it, text = group[row], sites[k][0]
-                index_of = {offset: index for index, offset in enumerate(it.offsets)}
+                text = sites[k][0]
+                if row not in index_of:
+                    index_of[row] = {offset: index for index, offset in enumerate(group[row].offsets)}
                 for j, char in enumerate(match.word):
                     if text[match.start + j] != char:
-                        flags[row, index_of[match.start + j]] = True
+                        flags[row, index_of[row][match.start + j]] = True
         return flags

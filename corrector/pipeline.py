@@ -324,7 +324,7 @@ class Corrector:
             return None
         targets = [self.bundle.tokenizer.token(t) for t in cands.target_id.tolist()]
         features = self.featurizer(sites, cands, targets, in_noun)
-        confidence = self.scorer.word_confidence(cands.group, features, self.scorer.confidence(features))
+        confidence = self.scorer.confidence(features, cands.group)
         best = winners(cands.position, cands.group, confidence.astype(np.float64))
         return ScoredBatch(sites, cands, targets, features, confidence, best)
 
@@ -386,13 +386,12 @@ class Corrector:
             # Python and small ops (ONNX Runtime releases the GIL for its passes: split from 2).
             batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
         groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
-        if self.workers == 1 or len(groups) <= 1:
-            with blas_threads(1):
+        with blas_threads(1):
+            if self.workers == 1 or len(groups) <= 1:
                 for group in groups:
                     yield from run_batch(group)
-            return
-        pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-        with blas_threads(1):
+                return
+            pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
             jobs = [pool.submit(run_batch, group) for group in groups]
             try:
                 for job in jobs:

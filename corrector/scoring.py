@@ -152,12 +152,13 @@ class Scorer:
 
     def word_confidence(self, group: np.ndarray, features: np.ndarray, confidence: np.ndarray) -> np.ndarray:
         """`confidence` (the candidates' own) with each word candidate's members given their word's
-        score: the word scorer's where the scorer has one, else the weakest member's."""
+        score: the word scorer's where the scorer has one, else the weakest member's. `features`
+        as the scorer reads them (the prior column filled, `with_prior`)."""
         if not (group >= 0).any():
             return confidence
         if self._word is None:
             return weakest_member(group, confidence)
-        return self._word.confidence(group, self.with_prior(np.asarray(features, dtype=np.float32)), confidence)
+        return self._word.confidence(group, features, confidence)
 
     def with_prior(self, features: np.ndarray) -> np.ndarray:
         """`features` with the "prior" column filled by the prior network (as they are without one)."""
@@ -210,14 +211,18 @@ class Scorer:
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """The score before the sigmoid for an (N, len(FEATURES)) array, float32."""
-        x = self.with_prior(np.asarray(features, dtype=np.float32))
-        if self._mlp is None:
-            return x @ self.vector
-        return self._mlp.logits(x)
+        return self._logits(self.with_prior(np.asarray(features, dtype=np.float32)))
 
-    def confidence(self, features: np.ndarray) -> np.ndarray:
-        """The sigmoid of `logits`, float32 (computed in float64: no overflow at large margins)."""
-        return (1.0 / (1.0 + np.exp(-self.logits(features).astype(np.float64)))).astype(np.float32)
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.vector if self._mlp is None else self._mlp.logits(x)
+
+    def confidence(self, features: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
+        """The sigmoid of `logits`, float32 (computed in float64: no overflow at large margins);
+        with `group` (`Candidates.group`), each word candidate's members get their word's
+        (`word_confidence`), the prior network run once for both."""
+        x = self.with_prior(np.asarray(features, dtype=np.float32))
+        confidence = (1.0 / (1.0 + np.exp(-self._logits(x).astype(np.float64)))).astype(np.float32)
+        return confidence if group is None else self.word_confidence(group, x, confidence)
 
     @classmethod
     def fit(

@@ -140,7 +140,7 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
         features = feature_matrix([c.features for c in examined])
         words: dict[tuple[int, str], int] = {}
         group = np.array([words.setdefault((c.text_index, c.word), len(words)) if c.word else -1 for c in examined])
-        confidence = scorer.word_confidence(group, features, scorer.confidence(features)).tolist()
+        confidence = scorer.confidence(features, group).tolist()
     best: dict[tuple[int, int], tuple[float, str]] = {}
     for cand, conf in zip(examined, confidence, strict=True):
         key = (cand.text_index, cand.position)
