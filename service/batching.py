@@ -24,14 +24,24 @@ all of it, while many short requests still share one call as before. A submissio
 has gone away (its future cancelled) is dropped before its next piece runs.
 
 The collected pieces are grouped by threshold (a corrector call has one threshold) and each
-group is one `correct_batch` call on a single inference thread, so torch gets the cores and the
-event loop stays free to accept and parse the next requests.
+group is one `correct_batch` call on an inference thread, so the event loop stays free to accept
+and parse the next requests.
+
+Lanes: with a corrector that runs in several processes (`ProcessCorrector.processes`, one per
+core), one batch per process runs at once, each on one process, and a lane that comes free
+collects the next batch while the others run - rather than every batch shared among all the
+processes. Closed-loop clients then settle into one group per process and no process idles
+while the answered clients send again; a short request beside a big one gets the next free lane.
+A lane takes about its share of what is in flight (the last batch of each lane, as one lane
+expects its previous batch), at least its share of what is waiting. Measured in
+docs/service.md ("Lanes").
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -124,20 +134,25 @@ class Batcher:
         self.piece_chars = piece_chars
         self.turn_chars = turn_chars
         self.metrics = metrics or Metrics()
-        # One thread: torch already uses every core inside a forward pass, and two concurrent
-        # passes on 2 cores only fight for them.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="csc-inference")
+        # One lane per correction process; in-process, one: torch already uses every core inside a
+        # forward pass, and two concurrent passes on 2 cores only fight for them.
+        self.lanes = max(1, int(getattr(corrector, "processes", 1) or 1)) if enabled else 1
+        self._executor = ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="csc-inference")
+        self._free_lanes: asyncio.Semaphore | None = None  # made in start(), on the serving loop
+        self._running: set[asyncio.Task[None]] = set()  # the batches in flight
+        self._busy_lanes = 0  # lanes running a batch (their tasks may not have ended yet)
+        self._recent: deque[int] = deque([1], maxlen=self.lanes)  # the last batch sizes, one per lane
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()  # arrived, not yet seen by the worker
         self._active: deque[_Submission] = deque()  # seen, with pieces still to hand out
         self._queued_texts = 0
         self._queued_chars = 0
-        self._expected_texts = 1
         self._last_end = float("-inf")  # when the previous batch's corrector calls ended
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
 
     async def start(self) -> None:
         if self.enabled and self._worker is None:
+            self._free_lanes = asyncio.Semaphore(self.lanes)
             self._worker = asyncio.create_task(self._run_forever(), name="csc-batcher")
 
     async def stop(self) -> None:
@@ -149,6 +164,10 @@ class Batcher:
             except asyncio.CancelledError:
                 pass
             self._worker = None
+        for task in list(self._running):
+            task.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
         pending = list(self._active)
         while not self._queue.empty():
             pending.append(self._queue.get_nowait())
@@ -206,9 +225,12 @@ class Batcher:
     ) -> list[Result]:
         # Timed inside the thread so that waiting for the executor (the unbatched queue) counts
         # as queue wait, not inference.
+        # A lane's batch runs on one process: the other lanes have theirs.
+        options = {"max_processes": 1} if self.lanes > 1 else {}
+
         def run() -> tuple[list[Result], float, float]:
             start = time.perf_counter()
-            out = self.corrector.correct_batch(texts, threshold=threshold)
+            out = self.corrector.correct_batch(texts, threshold=threshold, **options)
             return out, start, time.perf_counter()
 
         results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
@@ -249,28 +271,36 @@ class Batcher:
                 break
             self._active.append(item)
             self._drain_arrivals()
-        batch = self._take()
-        self._expected_texts = max(1, len(batch))
+        free = max(1, self.lanes - self._busy_lanes)  # this lane among them
+        limit = self.max_batch_size
+        if self.lanes > 1:
+            limit = min(limit, max(target or 1, math.ceil(self._waiting_pieces() / free)))
+        batch = self._take(limit)
+        self._recent.append(max(1, len(batch)))
         return batch
 
-    def _take(self) -> list[_Unit]:
+    def _take(self, limit: int | None = None) -> list[_Unit]:
         """Pieces round-robin from every live submission, oldest first, up to `max_batch_size`
         pieces in all and `turn_chars` characters from any one submission (one piece at least).
         Only a submission's share is capped, not the call's: 32 clients' sentences of ~30
         characters still go in one call (a cap on the call, 512, halved the batches and the
         throughput at 32 clients). Submissions whose client went away, and those with nothing
         left to hand out, leave the rotation."""
+        limit = self.max_batch_size if limit is None else limit
+        # A lane's call runs on one process, where one call used to be shared by all of them: a
+        # turn per lane keeps the call a short request rides in as short as before.
+        turn = max(1, self.turn_chars // self.lanes)
         batch: list[_Unit] = []
         turns: dict[_Submission, int] = {}  # characters each submission has in this batch
         progressed = True
-        while progressed and len(batch) < self.max_batch_size:
+        while progressed and len(batch) < limit:
             progressed = False
             for submission in [s for s in self._active if not s.future.done() and s.waiting]:
-                if len(batch) >= self.max_batch_size:
+                if len(batch) >= limit:
                     break
                 piece = submission.pieces[submission.next_piece][2]
                 used = turns.get(submission, 0)
-                if used and used + len(piece) > self.turn_chars:
+                if used and used + len(piece) > turn:
                     continue  # its turn in this call is over
                 batch.append((submission, submission.next_piece))
                 submission.next_piece += 1
@@ -286,33 +316,51 @@ class Batcher:
     def _company_expected(self, queued: list[_Submission]) -> tuple[int, float]:
         """(pieces to wait for, until when), given what was already queued.
 
-        Expect as many pieces as the previous batch had: a lone client (previous batch of one) then
-        never waits, while closed-loop clients that were answered together, and are now sending
-        their next requests a few hundred microseconds apart, are gathered again. When some of
-        the queued pieces were there before the previous batch ended, they are a second group of
+        Expect as many pieces as the previous batch had (with lanes, a lane's share of the last
+        batch of every lane): a lone client (previous batch of one) then never waits, while
+        closed-loop clients that were answered together, and are now sending their next requests
+        a few hundred microseconds apart, are gathered again. With one lane, when some of the
+        queued pieces were there before the previous batch ended, they are a second group of
         clients (module docstring): wait for the clients just answered as well.
         """
-        carried = sum(s.waiting for s in queued if s.enqueued < self._last_end)
+        expected = math.ceil(sum(self._recent) / len(self._recent))
+        carried = sum(s.waiting for s in queued if s.enqueued < self._last_end) if self.lanes == 1 else 0
         if carried:
-            return min(self.max_batch_size, self._expected_texts + carried), self._last_end + self.max_wait
-        return min(self.max_batch_size, self._expected_texts), queued[0].enqueued + self.max_wait
+            return min(self.max_batch_size, expected + carried), self._last_end + self.max_wait
+        return min(self.max_batch_size, expected), queued[0].enqueued + self.max_wait
 
     async def _run_forever(self) -> None:
+        assert self._free_lanes is not None
         while True:
-            batch = await self._collect()
-            groups: dict[float | None, list[_Unit]] = {}
-            for unit in batch:
-                groups.setdefault(unit[0].threshold, []).append(unit)
+            await self._free_lanes.acquire()
             try:
-                for threshold, group in groups.items():
-                    await self._run_group(threshold, group)
-                self._last_end = time.perf_counter()
-            except Exception as exc:  # noqa: BLE001 - a bug here must not kill the worker
-                # Without this, one unexpected error would end the worker task and every later
-                # request would wait forever.
-                log.exception("micro-batch worker error")
-                for submission, _ in batch:
-                    submission.fail(exc)
+                batch = await self._collect()
+            except BaseException:
+                self._free_lanes.release()
+                raise
+            self._busy_lanes += 1
+            task = asyncio.create_task(self._run_batch(batch), name="csc-batch")
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run_batch(self, batch: list[_Unit]) -> None:
+        assert self._free_lanes is not None
+        groups: dict[float | None, list[_Unit]] = {}
+        for unit in batch:
+            groups.setdefault(unit[0].threshold, []).append(unit)
+        try:
+            for threshold, group in groups.items():
+                await self._run_group(threshold, group)
+            self._last_end = time.perf_counter()
+        except Exception as exc:  # noqa: BLE001 - a bug here must not kill the worker
+            # Without this, one unexpected error would fail silently and its requests would
+            # wait forever.
+            log.exception("micro-batch worker error")
+            for submission, _ in batch:
+                submission.fail(exc)
+        finally:
+            self._busy_lanes -= 1
+            self._free_lanes.release()
 
     async def _run_group(self, threshold: float | None, group: list[_Unit]) -> None:
         group = [(s, i) for s, i in group if not s.future.done()]  # e.g. failed in an earlier group

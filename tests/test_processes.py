@@ -134,3 +134,34 @@ def test_a_program_that_never_closes_the_pool_still_exits(trained_model_dir):
 def test_a_process_that_does_not_start_in_time_is_stopped(trained_model_dir):
     with pytest.raises(RuntimeError, match="did not start within"):
         ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1, start_timeout=0.01)
+
+
+def test_calls_from_several_threads_run_at_once_on_different_processes():
+    """The service's lanes (service/batching.py): a call on one process does not wait for a call
+    on the other; a third call waits for the first process to come free."""
+    import threading
+    import time
+
+    from service_fakes import SlowSpec
+
+    with ProcessCorrector(SlowSpec(delay_s=0.5), processes=2) as pool:
+        finished: list[float] = []
+        start = time.perf_counter()
+
+        def call(text: str) -> None:
+            assert pool.correct_batch([text], max_processes=1)[0].target == text.replace("因该", "应该")
+            finished.append(time.perf_counter() - start)
+
+        threads = [threading.Thread(target=call, args=(f"{k}因该",)) for k in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        finished.sort()
+        assert len(finished) == 3
+        assert finished[1] < 0.9  # the first two ran side by side (0.5 s each)
+        assert finished[2] >= 0.9  # the third waited for a free process
+        # Without max_processes a call shares its texts among every idle process.
+        start = time.perf_counter()
+        assert len(pool.correct_batch(["因该"] * 4)) == 4
+        assert time.perf_counter() - start < 0.9

@@ -691,3 +691,57 @@ def test_closed_loop_clients_taking_turns_merge_into_one_batch():
     # The late group queued behind the first batch, so the second batch waited for the first group's
     # next requests too: one batch of 8 per round from then on; the first group finishes a round early.
     assert sizes == [4, 8, 8, 8, 8, 8, 4], sizes
+
+
+class TwoProcessFake(FakeCorrector):
+    """A FakeCorrector that says it runs in two processes (as `ProcessCorrector`): records how
+    many calls run at once and the `max_processes` each got."""
+
+    processes = 2
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s=delay_s)
+        self.running = self.most_running = 0
+        self.max_processes: list[int | None] = []
+
+    def correct_batch(self, texts: list[str], threshold: float | None = None,
+                      max_processes: int | None = None) -> list[Result]:
+        with self._lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+            self.max_processes.append(max_processes)
+        try:
+            return super().correct_batch(texts, threshold)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def test_lanes_run_a_batch_per_process_at_once_and_clients_settle_into_one_group_each():
+    from service.batching import Batcher
+
+    fake = TwoProcessFake(delay_s=0.03)
+
+    async def scenario() -> float:
+        batcher = Batcher(fake, max_wait_ms=20)
+        assert batcher.lanes == 2
+        await batcher.start()
+        try:
+            async def client(i: int) -> None:
+                for round_ in range(8):  # closed loop
+                    assert (await batcher.correct([f"{i}因该{round_}"]))[0].target == f"{i}应该{round_}"
+
+            start = time.perf_counter()
+            await asyncio.gather(*(client(i) for i in range(8)))
+            return time.perf_counter() - start
+        finally:
+            await batcher.stop()
+
+    elapsed = asyncio.run(scenario())
+    sizes = [len(texts) for texts, _ in fake.calls]
+    assert sum(sizes) == 64
+    assert fake.most_running == 2 and set(fake.max_processes) == {1}  # each batch on one process
+    assert sorted(sizes)[len(sizes) // 2] == 4, sizes  # two groups of four, one per lane
+    # 16 calls of 30 ms two at a time, against 8 calls of all eight one after another: the lanes
+    # are not slower for the clients, and never idle together while the others send again.
+    assert elapsed < 8 * 0.03 * 1.8, elapsed

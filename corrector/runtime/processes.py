@@ -203,12 +203,13 @@ def shares(texts: Sequence[str], parts: int) -> list[tuple[int, int]]:
 class ProcessCorrector:
     """`correct` / `correct_batch` like a `Corrector`, run in `processes` worker processes.
 
-    A call's texts are cut into contiguous runs of about equal length, one per ready process, and
-    the results come back in order. Calls are serialised (one at a time over the pool); a process
-    that dies is replaced at once, in the background (several at once in parallel), and the texts
-    it held are corrected again on the processes that are ready (`WorkerCrashedError` when none
-    is). `close()`
-    (or `with`) stops the processes; without it they are stopped when this interpreter exits.
+    A call's texts are cut into contiguous runs of about equal length, one per idle ready process
+    (at most `max_processes` of them), and the results come back in order. Calls from several
+    threads run at once on different processes: a call waits only while every ready process is
+    busy with another call. A process that dies is replaced at once, in the background (several
+    at once in parallel), and the texts it held are corrected again on the processes that are
+    ready (`WorkerCrashedError` when none is). `close()` (or `with`) stops the processes; without
+    it they are stopped when this interpreter exits.
     """
 
     def __init__(self, spec: CorrectorSpec, processes: int = 2, start_timeout: float | None = START_TIMEOUT_S) -> None:
@@ -216,7 +217,8 @@ class ProcessCorrector:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.spec = spec
         self._context = multiprocessing.get_context("spawn")  # fork would copy torch's and ORT's threads
-        self._lock = threading.Lock()
+        self._pool = threading.Condition()  # guards _workers and _busy; notified when a call ends
+        self._busy: set[_Worker] = set()  # the processes a call is using
         self._start_timeout = start_timeout
         self._workers = [_Worker(self._context, spec, k) for k in range(processes)]  # load in parallel
         # At interpreter exit, before multiprocessing terminates its daemon children (which ignore
@@ -241,8 +243,9 @@ class ProcessCorrector:
         return self.correct_batch([text], threshold=threshold)[0]
 
     def correct_batch(self, texts: Sequence[str], batch_size: int | None = None,
-                      threshold: float | None = None) -> list[Result]:
-        """Like `Corrector.correct_batch` (`batch_size` is each process's own, from its config).
+                      threshold: float | None = None, max_processes: int | None = None) -> list[Result]:
+        """Like `Corrector.correct_batch` (`batch_size` is each process's own, from its config),
+        on at most `max_processes` processes (None: every idle one).
 
         A process that dies during the call is replaced (started in the background) and its
         share is corrected once more on the processes that are ready; when none is, or the retry
@@ -250,34 +253,31 @@ class ProcessCorrector:
         texts = list(texts)
         if not texts:
             return []
-        with self._lock:
-            if not self._finalizer.still_active():
-                raise RuntimeError("this ProcessCorrector is closed")
-            results, failed = self._run_on_ready(texts, threshold)
-            if failed:
-                log.warning("a correction process died during a call; correcting its %d texts again",
-                            sum(end - start for start, end in failed))
-                for start, end in failed:
-                    again, still = self._run_on_ready(texts[start:end], threshold)
-                    if still:
-                        raise WorkerCrashedError("correction processes died twice during one call; "
-                                                 "they are being restarted")
-                    for k, result in enumerate(again):
-                        results[start + k] = result
-            return results
+        results, failed = self._run(texts, threshold, max_processes)
+        if failed:
+            log.warning("a correction process died during a call; correcting its %d texts again",
+                        sum(end - start for start, end in failed))
+            for start, end in failed:
+                again, still = self._run(texts[start:end], threshold, max_processes)
+                if still:
+                    raise WorkerCrashedError("correction processes died twice during one call; "
+                                             "they are being restarted")
+                for k, result in enumerate(again):
+                    results[start + k] = result
+        return results
 
-    def _run_on_ready(self, texts: list[str], threshold: float | None) -> tuple[list, list[tuple[int, int]]]:
-        """(results, failed runs): `texts` shared among the ready processes; a run whose process
-        died is in `failed` (its results None) and the process is being replaced. Any other
-        error of a process is raised once every busy process has answered."""
-        workers = self._ready_workers()
-        runs = shares(texts, len(workers))
+    def _run(self, texts: list[str], threshold: float | None,
+             max_processes: int | None) -> tuple[list, list[tuple[int, int]]]:
+        """(results, failed runs): `texts` shared among the idle ready processes taken for this
+        call; a run whose process died is in `failed` (its results None). Any other error of a
+        process is raised once every busy process has answered."""
+        workers = self._acquire(min(len(texts), max_processes or len(self._workers)))
         results: list = [None] * len(texts)
         failed: list[tuple[int, int]] = []
         busy = []
         error: BaseException | None = None
         try:
-            for worker, run in zip(workers, runs, strict=False):
+            for worker, run in zip(workers, shares(texts, len(workers)), strict=False):
                 try:
                     worker.send(texts[run[0]:run[1]], threshold)
                 except (OSError, ValueError):  # its pipe broke: it died since the check
@@ -294,34 +294,52 @@ class ProcessCorrector:
                     failed.append((start, end))
                 except BaseException as exc:  # noqa: BLE001 - the first error is raised below
                     error = error or exc
-        if failed:
-            self._replace_dead()
+            self._release(workers)
         if error is not None:
             raise error
         return results, failed
 
-    def _ready_workers(self) -> list[_Worker]:
-        """The processes ready to correct; dead ones are replaced first. Raises
-        WorkerCrashedError when none is ready (all are starting)."""
-        self._replace_dead()
-        ready = []
-        for k, worker in enumerate(self._workers):
-            try:
-                if worker.poll_ready():
-                    ready.append(worker)
-            except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
-                log.error("correction process %s failed to start: %s", worker.process.name, exc)
-                worker.stop()
-                self._workers[k] = _Worker(self._context, self.spec, k)
-        if not ready:
-            raise WorkerCrashedError("no correction process is ready (restarting); try again shortly")
-        return ready
+    def _acquire(self, wanted: int) -> list[_Worker]:
+        """Up to `wanted` idle ready processes, marked busy; waits while every ready one is busy.
+        Dead idle ones are replaced first. Raises WorkerCrashedError when none is ready and none
+        is busy (all are starting)."""
+        with self._pool:
+            while True:
+                if not self._finalizer.still_active():
+                    raise RuntimeError("this ProcessCorrector is closed")
+                self._replace_dead()
+                ready = []
+                for k, worker in enumerate(self._workers):
+                    if worker in self._busy:
+                        continue
+                    try:
+                        if worker.poll_ready():
+                            ready.append(worker)
+                    except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
+                        log.error("correction process %s failed to start: %s", worker.process.name, exc)
+                        worker.stop()
+                        self._workers[k] = _Worker(self._context, self.spec, k)
+                if ready:
+                    taken = ready[:max(1, wanted)]
+                    self._busy.update(taken)
+                    return taken
+                if not self._busy:
+                    raise WorkerCrashedError("no correction process is ready (restarting); try again shortly")
+                # Woken when a call ends; polled meanwhile for a replacement that finished loading.
+                self._pool.wait(timeout=0.05)
+
+    def _release(self, workers: list[_Worker]) -> None:
+        with self._pool:
+            self._busy.difference_update(workers)
+            self._replace_dead()
+            self._pool.notify_all()
 
     def _replace_dead(self) -> None:
-        """Start a new process for every dead one, all at once, without waiting for them: the
-        live ones serve meanwhile (`ready_processes` counts them)."""
+        """Start a new process for every dead one that no call is using, all at once, without
+        waiting for them: the live ones serve meanwhile (`ready_processes` counts them). The
+        caller holds `_pool`."""
         for k, worker in enumerate(self._workers):
-            if not worker.alive:
+            if worker not in self._busy and not worker.alive:
                 log.warning("correction process %s is gone (exit code %s); starting a new one",
                             worker.process.name, worker.process.exitcode)
                 worker.stop()
@@ -329,7 +347,7 @@ class ProcessCorrector:
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every process is loaded, e.g. the replacements of dead ones."""
-        with self._lock:
+        with self._pool:
             self._replace_dead()
             for worker in self._workers:
                 if worker.info is None:
@@ -338,21 +356,24 @@ class ProcessCorrector:
     @property
     def ready_processes(self) -> int:
         """Processes alive and loaded now (less than `processes` while some restart). Notices a
-        replacement that has finished loading even between calls, unless a call holds the pool
-        (which notices it itself)."""
-        if self._lock.acquire(blocking=False):
+        replacement that has finished loading even between calls."""
+        if self._pool.acquire(blocking=False):
             try:
                 for worker in self._workers:
+                    if worker in self._busy:
+                        continue
                     try:
                         worker.poll_ready()
                     except BaseException:  # noqa: BLE001 - died while starting: the next call replaces it
                         pass
             finally:
-                self._lock.release()
+                self._pool.release()
         return sum(1 for w in list(self._workers) if w.info is not None and w.process.is_alive())
 
     def close(self) -> None:
-        with self._lock:  # not while a call is using the pipes
+        with self._pool:
+            while self._busy:  # not while a call is using the pipes
+                self._pool.wait()
             self._finalizer()  # runs _stop_all once; later calls do nothing
 
     def __enter__(self) -> ProcessCorrector:
