@@ -39,6 +39,7 @@ import numpy as np
 from .candidates import VocabConfusion
 from .chunking import Item
 from .resources.confusion import kind_of
+from .resources.homophones import WordConfig
 from .resources.idioms import idiom_fixes
 from .resources.particles import PARTICLE_INDEX
 from .runtime.models import ModelBundle
@@ -111,14 +112,14 @@ class Detector:
 
     def __init__(self, bundle: ModelBundle, scorer: Scorer, vocab_confusion: VocabConfusion,
                  vocab_to_lm: np.ndarray | None, generator_input: str,
-                 homophones: HomophoneWords | None = None, most_frequent_words: int | None = None) -> None:
+                 homophones: HomophoneWords | None = None, words: WordConfig | None = None) -> None:
         self.bundle = bundle
         self.scorer = scorer
         self.vocab_confusion = vocab_confusion
         self.vocab_to_lm = vocab_to_lm
         self.generator_input = generator_input
         self.homophones = homophones  # the word candidates' index; None: no word flags
-        self.most_frequent_words = most_frequent_words  # per span, as the word candidates (WordConfig)
+        self.words = words or WordConfig()  # the word candidates' settings, shared by the word flags
         self._output_layer: tuple[np.ndarray, np.ndarray] | None = None  # the generator's, read lazily
 
     @property
@@ -272,7 +273,7 @@ class Detector:
                 else:
                     windows.append([low, high])
             for low, high in windows:
-                for match in self.homophones.matches(text, allowed.__contains__, low, high, self.most_frequent_words):
+                for match in self.homophones.matches(text, allowed.__contains__, low, high, self.words.most_frequent):
                     if any(text[match.start + j] != char and match.start + j in near for j, char in enumerate(match.word)):
                         found.append((row, match))
                         sites.append((text, match.start))

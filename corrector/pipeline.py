@@ -205,7 +205,7 @@ class Corrector:
         if word_candidates and bundle.ngram is not None:  # a word is judged by the n-gram LM
             self.homophones = HomophoneWords.build(self.confusion, self.config.words.min_freq)
         self.detector = Detector(bundle, self.scorer, self.vocab_confusion, self.vocab_to_lm, self.generator_input,
-                                 self.homophones, self.config.words.most_frequent)
+                                 self.homophones, self.config.words)
         self.proposer = Proposer(bundle, self.config.candidates, self.vocab_confusion, self.cjk_bias, self.vocab_to_lm,
                                  self.generator_input, self.homophones, self.confusion, self.config.words,
                                  idioms=self.scorer.idiom_threshold_factor is not None)

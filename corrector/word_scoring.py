@@ -70,9 +70,16 @@ def weakest_member(group: np.ndarray, confidence: np.ndarray) -> np.ndarray:
     ids = group[members]
     weakest = np.full(int(ids.max()) + 1, np.inf, dtype=confidence.dtype)
     np.minimum.at(weakest, ids, confidence[members])
-    confidence = confidence.copy()
-    confidence[members] = weakest[ids]
-    return confidence
+    return members_given(group, weakest, confidence)
+
+
+def members_given(group: np.ndarray, by_word: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+    """A copy of `confidence` (in its dtype) with each word member's replaced by its word's
+    value, `by_word[word id]`."""
+    out = np.array(confidence)
+    members = np.flatnonzero(group >= 0)
+    out[members] = by_word[group[members]]
+    return out
 
 
 class WordScorer:
@@ -92,10 +99,7 @@ class WordScorer:
         score = 1.0 / (1.0 + np.exp(-(((rows - self.mean) / self.std) @ self.weights + self.bias)))
         by_word = np.zeros(int(ids.max()) + 1)
         by_word[ids] = score
-        out = np.array(confidence, dtype=np.float32)
-        members = np.flatnonzero(group >= 0)
-        out[members] = by_word[group[members]]
-        return out
+        return members_given(group, by_word, np.asarray(confidence, dtype=np.float32))
 
 
 def fit(features: np.ndarray, confidence: np.ndarray, labels: Sequence[int], words: Sequence[tuple]) -> dict | None:
