@@ -60,7 +60,9 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class SupportsCorrectBatch(Protocol):
-    """What the service needs from a corrector (`corrector.Corrector` fits)."""
+    """What the service needs from a corrector (`corrector.Corrector` fits). One that also has
+    `processes` > 1 (`ProcessCorrector`) gets a lane per process, and its `correct_batch` must
+    take `max_processes`."""
 
     def correct_batch(self, texts: list[str], threshold: float | None = None) -> list[Result]: ...
 
