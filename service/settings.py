@@ -77,7 +77,8 @@ class Settings(BaseSettings):
 
     # Fairness (batching.py, pieces.py): texts longer than piece_chars are corrected in pieces cut
     # at sentence ends, and one corrector call takes pieces round-robin from every waiting request,
-    # at most turn_chars characters from any one request, so a short request waits behind a big
+    # at most turn_chars characters from any one request (divided among the lanes, one call per
+    # correction process at once), so a short request waits behind a big
     # one for about 1.5 such turns. Measured beside a 96,000-character request (2 shared cores,
     # load ~5), with the cap on the whole call: a short request's p50 300-350 ms at 512 against
     # 536-635 ms at 1024; the big one alone took 34.5-40.1 s against 30.8-34.4 s (more calls, each
