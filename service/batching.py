@@ -141,8 +141,9 @@ class Batcher:
         self.lanes = max(1, int(getattr(corrector, "processes", 1) or 1)) if enabled else 1
         self._executor = ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="csc-inference")
         self._free_lanes: asyncio.Semaphore | None = None  # made in start(), on the serving loop
-        self._running: set[asyncio.Task[None]] = set()  # the batches in flight
-        self._busy_lanes = 0  # lanes running a batch (their tasks may not have ended yet)
+        self._running: set[asyncio.Task[None]] = set()  # the batches in flight, one per busy lane
+        # A lane's batch runs on one process: the other lanes have theirs.
+        self._call_options = {"max_processes": 1} if self.lanes > 1 else {}
         self._recent: deque[int] = deque([1], maxlen=self.lanes)  # the last batch sizes, one per lane
         self._queue: asyncio.Queue[_Submission] = asyncio.Queue()  # arrived, not yet seen by the worker
         self._active: deque[_Submission] = deque()  # seen, with pieces still to hand out
@@ -227,12 +228,9 @@ class Batcher:
     ) -> list[Result]:
         # Timed inside the thread so that waiting for the executor (the unbatched queue) counts
         # as queue wait, not inference.
-        # A lane's batch runs on one process: the other lanes have theirs.
-        options = {"max_processes": 1} if self.lanes > 1 else {}
-
         def run() -> tuple[list[Result], float, float]:
             start = time.perf_counter()
-            out = self.corrector.correct_batch(texts, threshold=threshold, **options)
+            out = self.corrector.correct_batch(texts, threshold=threshold, **self._call_options)
             return out, start, time.perf_counter()
 
         results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
@@ -273,7 +271,7 @@ class Batcher:
                 break
             self._active.append(item)
             self._drain_arrivals()
-        free = max(1, self.lanes - self._busy_lanes)  # this lane among them
+        free = self.lanes - len(self._running)  # this lane among them
         limit = self.max_batch_size
         if self.lanes > 1:
             limit = min(limit, max(target or 1, math.ceil(self._waiting_pieces() / free)))
@@ -340,10 +338,7 @@ class Batcher:
             except BaseException:
                 self._free_lanes.release()
                 raise
-            self._busy_lanes += 1
-            task = asyncio.create_task(self._run_batch(batch), name="csc-batch")
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            self._running.add(asyncio.create_task(self._run_batch(batch), name="csc-batch"))
 
     async def _run_batch(self, batch: list[_Unit]) -> None:
         assert self._free_lanes is not None
@@ -361,7 +356,7 @@ class Batcher:
             for submission, _ in batch:
                 submission.fail(exc)
         finally:
-            self._busy_lanes -= 1
+            self._running.discard(asyncio.current_task())  # before the lane is free again
             self._free_lanes.release()
 
     async def _run_group(self, threshold: float | None, group: list[_Unit]) -> None:

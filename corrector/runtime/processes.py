@@ -317,8 +317,7 @@ class ProcessCorrector:
                             ready.append(worker)
                     except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
                         log.error("correction process %s failed to start: %s", worker.process.name, exc)
-                        worker.stop()
-                        self._workers[k] = _Worker(self._context, self.spec, k)
+                        self._restart(k)
                 if ready:
                     taken = ready[:max(1, wanted)]
                     self._busy.update(taken)
@@ -342,8 +341,12 @@ class ProcessCorrector:
             if worker not in self._busy and not worker.alive:
                 log.warning("correction process %s is gone (exit code %s); starting a new one",
                             worker.process.name, worker.process.exitcode)
-                worker.stop()
-                self._workers[k] = _Worker(self._context, self.spec, k)
+                self._restart(k)
+
+    def _restart(self, k: int) -> None:
+        """Stop process `k` and start its replacement (not waited for). The caller holds `_pool`."""
+        self._workers[k].stop()
+        self._workers[k] = _Worker(self._context, self.spec, k)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every process is loaded, e.g. the replacements of dead ones."""
