@@ -23,7 +23,7 @@ from .resources.idioms import completes_idiom
 from .result import Edit, Result
 from .scored import ScoredBatch
 from .text.script import ScriptConverter
-from .text.segmentation import Chunk, sentence_spans
+from .text.segmentation import Chunk
 
 
 def winners(position: np.ndarray, group: np.ndarray, score: np.ndarray) -> list[int]:
@@ -97,14 +97,15 @@ def restore_script(script: ScriptConverter, original: str, text: str, chunk: Chu
     return [dataclasses.replace(e, position=e.position + start) for e in written]
 
 
-def limit_edits(text: str, chunk: Chunk, edits: list[Edit], limit: int) -> list[Edit]:
-    """Max-edits guard: the most confident `limit` edits of each sentence.
+def limit_edits(edits: list[Edit], sentences: list[tuple[int, int]], limit: int) -> list[Edit]:
+    """Max-edits guard: the most confident `limit` edits of each sentence (`sentences`: the
+    (start, end) spans of the text's sentences in order, `segmentation.sentence_units`, or a
+    chunk's `sentence_spans`).
 
     Many "errors" in one sentence usually mean unfamiliar text (classical Chinese, a domain
-    the model never saw), not a careless writer. A chunk may hold several sentences; text
-    without sentence punctuation counts as one sentence per chunk.
+    the model never saw), not a careless writer.
     """
-    ends = [end for _, end in sentence_spans(text, chunk.start, chunk.end)]
+    ends = [end for _, end in sentences]
     by_sentence: dict[int, list[Edit]] = {}
     for edit in edits:
         by_sentence.setdefault(bisect.bisect_right(ends, edit.position), []).append(edit)
@@ -120,23 +121,26 @@ def near_edits(result: Result) -> set[int]:
     return {p for e in result.edits for p in (e.position - 1, e.position, e.position + 1)}
 
 
-def edited_sentences(result: Result) -> set[int]:
-    """The offsets of the sentences of a corrected text that hold an edit: where the second pass
-    may change characters (a document's other sentences keep the first pass's threshold)."""
+def edited_sentences(result: Result, sentences: list[tuple[int, int]]) -> set[int]:
+    """The offsets of the sentences of a corrected text that hold an edit (`sentences`: its
+    sentence spans, `segmentation.sentence_units`): where the second pass may change characters
+    (a document's other sentences keep the first pass's threshold)."""
     edited = sorted(e.position for e in result.edits)
     offsets: set[int] = set()
-    for start, end in sentence_spans(result.target):
+    for start, end in sentences:
         if bisect.bisect_left(edited, start) < bisect.bisect_left(edited, end):
             offsets.update(range(start, end))
     return offsets
 
 
 def merge_passes(text: str, first: list[Edit], second: list[Edit], relation: Callable[[str, str], int],
-                 limit: int) -> Result:
+                 limit: int, sentences: list[tuple[int, int]]) -> Result:
     """The edits of two passes as edits of `text`: a character changed twice keeps the second
     pass's target and confidence, its relation (`relation(source, target)`, confusion bits) taken
     from the original character; a character written back to the original is no edit; then the
-    max-edits guard over the whole text."""
+    max-edits guard over the text's `sentences` (`segmentation.sentence_units`, the units the
+    first pass's guard counted: with the whole text as one sentence, a long text without
+    sentence punctuation kept 4 of its first pass's 288 edits)."""
     by_position = {e.position: e for e in first}
     for e in second:
         source = text[e.position]
@@ -145,5 +149,4 @@ def merge_passes(text: str, first: list[Edit], second: list[Edit], relation: Cal
         else:
             kind = kind_of(relation(source, e.target)) if e.position in by_position else e.kind
             by_position[e.position] = dataclasses.replace(e, source=source, kind=kind)
-    whole = Chunk(0, len(text), 0, len(text))
-    return Result.applying(text, limit_edits(text, whole, list(by_position.values()), limit))
+    return Result.applying(text, limit_edits(list(by_position.values()), sentences, limit))

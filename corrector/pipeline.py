@@ -61,6 +61,7 @@ from .scored import ScoredBatch, ScoredCandidate, scored_candidates
 from .scoring import Scorer
 from .text.protection import WordFrequency, read_whitelist
 from .text.script import OFF, ScriptConverter
+from .text.segmentation import sentence_spans, sentence_units
 
 DEFAULT_MAX_EDITS = 4
 # A call's texts are split among the batch workers only from this many per worker. Measured with
@@ -349,15 +350,18 @@ class Corrector:
         changed = [i for i in among if results[i].edits]
         if not changed:
             return results, []
+        # The sentences as the first pass counted them (chunks' sentences); edits change no
+        # punctuation, so the text and its correction have the same ones.
+        sentences = {i: sentence_units(texts[i], self.max_positions, self.config.overlap) for i in changed}
         again = self._correct_once([results[i].target for i in changed], batch_size,
                                    self.scorer.second_pass_threshold(threshold),
-                                   within=[edited_sentences(results[i]) for i in changed],
+                                   within=[edited_sentences(results[i], sentences[i]) for i in changed],
                                    examine=[near_edits(results[i]) for i in changed])
         results = list(results)
         for i, second in zip(changed, again, strict=True):
             if second.edits:
                 results[i] = merge_passes(texts[i], results[i].edits, second.edits, self.confusion.relation,
-                                          self.config.max_edits_per_sentence)
+                                          self.config.max_edits_per_sentence, sentences[i])
         return results, [i for i, second in zip(changed, again, strict=True) if second.edits]
 
     def _model_texts(self, texts: Sequence[str]) -> list[str]:
@@ -407,4 +411,5 @@ class Corrector:
         text = texts[item.text_index]
         if self.script is not None and originals is not None and originals[item.text_index] != text:
             edits = restore_script(self.script, originals[item.text_index], text, item.chunk, edits)
-        return limit_edits(text, item.chunk, edits, self.config.max_edits_per_sentence)
+        return limit_edits(edits, sentence_spans(text, item.chunk.start, item.chunk.end),
+                           self.config.max_edits_per_sentence)

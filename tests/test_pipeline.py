@@ -32,6 +32,7 @@ from corrector.runtime.threads import batch_pool
 from corrector.scored import ScoredCandidate
 from corrector.scoring import Scorer
 from corrector.text.protection import proper_noun_offsets, whitelisted_offsets
+from corrector.text.segmentation import sentence_units
 from corrector.text.tokenization import is_cjk
 
 WRONG = "少先队员因该为老人让坐"
@@ -805,20 +806,30 @@ def test_two_passes_merge_into_edits_of_the_original_text(trained):
     from corrector.result import Edit
 
     rules = (trained.confusion.relation, trained.config.max_edits_per_sentence)
+
+    def merge(text, first, second):
+        return merge_passes(text, first, second, *rules, sentence_units(text, 128))
+
     # The second pass writes one first-pass edit back and fixes its neighbour.
-    merged = merge_passes("我也方再这样。", [Edit(3, "再", "在", 0.8, "pinyin")],
-                          [Edit(2, "方", "放", 0.9, "pinyin"), Edit(3, "在", "再", 0.7, "pinyin")], *rules)
+    merged = merge("我也方再这样。", [Edit(3, "再", "在", 0.8, "pinyin")],
+                   [Edit(2, "方", "放", 0.9, "pinyin"), Edit(3, "在", "再", 0.7, "pinyin")])
     assert merged.target == "我也放再这样。"
     assert [(e.position, e.source, e.target) for e in merged.edits] == [(2, "方", "放")]
     # A character changed twice: the original as source, the second pass's target and confidence.
-    merged = merge_passes("上次我作了车", [Edit(3, "作", "做", 0.5, "pinyin")], [Edit(3, "做", "坐", 0.8, "pinyin")],
-                          *rules)
+    merged = merge("上次我作了车", [Edit(3, "作", "做", 0.5, "pinyin")], [Edit(3, "做", "坐", 0.8, "pinyin")])
     assert [(e.position, e.source, e.target, e.confidence) for e in merged.edits] == [(3, "作", "坐", 0.8)]
     # The max-edits guard counts both passes' edits.
     first = [Edit(k, ch, "应", 0.9 - k / 100, "other") for k, ch in enumerate("今天天气")]
-    merged = merge_passes("今天天气很好", first, [Edit(4, "很", "狠", 0.99, "pinyin")], *rules)
+    merged = merge("今天天气很好", first, [Edit(4, "很", "狠", 0.99, "pinyin")])
     assert len(merged.edits) == trained.config.max_edits_per_sentence == 4
     assert 4 in {e.position for e in merged.edits}  # the most confident ones stay
+    # ... per sentence as the first pass counted them: a text without sentence punctuation is
+    # one per chunk, not one for the whole text (it kept 4 edits of 400 characters).
+    text = "我们因该" * 100
+    first = [Edit(k, "因", "应", 0.9, "pinyin") for k in range(2, len(text), 4)]
+    merged = merge(text, first, [])
+    units = sentence_units(text, 128)
+    assert len(merged.edits) == 4 * len(units) > 4
 
 
 def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):

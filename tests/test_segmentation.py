@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from corrector.text.segmentation import count_positions, sentence_spans, split_text
+from corrector.text.segmentation import count_positions, sentence_spans, sentence_units, split_text
 
 
 def owned(text: str, chunks) -> list[int]:
@@ -77,6 +77,20 @@ def test_sentence_spans():
     text = "甲。乙！\n丙"
     assert sentence_spans(text) == [(0, 2), (2, 5), (5, 6)]  # the newline ends 乙！
     assert sentence_spans(text, 2, 4) == [(2, 4)]
+
+
+def test_sentence_units_are_the_sentences_of_each_chunk():
+    # Punctuated text: its sentences, whatever the packing into chunks.
+    text = "甲乙。丙丁！戊己"
+    assert sentence_units(text, 4, 0) == sentence_spans(text) == [(0, 3), (3, 6), (6, 8)]
+    # Text without sentence punctuation counts once per chunk (the part it owns), not as one
+    # sentence: the max-edits guard and the second pass then read it as the first pass did.
+    text = "我们因该" * 100
+    units = sentence_units(text, 128, 16)
+    assert len(units) == len(split_text(text, 128, 16)) > 3
+    assert units[0][0] == 0 and units[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(units, units[1:], strict=False))
+    assert max(count_positions(text, *unit) for unit in units) <= 128
 
 
 def test_rejects_nonpositive_size():

@@ -50,6 +50,16 @@ def test_corrects_a_particle_by_its_grammar(corrector):
     assert scored["地"]["particle_gain"] > 1.0
 
 
+def test_a_long_text_without_sentence_punctuation_keeps_its_corrections(corrector):
+    # A transcript-like text: the passes after the first counted it as one sentence and kept 4
+    # of the first pass's 28 corrections (the max-edits guard counts 4 per sentence).
+    text = "我们因该" * 200
+    one_pass = corrector.with_passes(1).correct(text)
+    result = corrector.correct(text)
+    assert len(result.edits) == len(one_pass.edits) > 20  # which 4 of a chunk's may differ
+    assert {(text[e.position], e.target) for e in result.edits} == {("因", "应")}
+
+
 def test_error_free_news_sentence_is_unchanged(corrector):
     # A sentence of the kind the news corpus is made of (Xinwen Lianbo style).
     sentence = "国务院总理主持召开国务院常务会议，部署进一步做好稳就业工作。"

@@ -70,6 +70,15 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
     return spans
 
 
+def sentence_units(text: str, max_positions: int, overlap: int = 16) -> list[tuple[int, int]]:
+    """The sentences as the corrector counts them (the max-edits guard, the second pass's scope),
+    in order: the sentence spans of each chunk's own part (`split_text`), so a sentence longer
+    than a chunk counts once per chunk, as the first pass reads it. Text without sentence
+    punctuation (a transcript, a chain of clauses) is then many sentences, not one."""
+    return [span for chunk in split_text(text, max_positions, overlap)
+            for span in sentence_spans(text, chunk.own_start, chunk.own_end)]
+
+
 def _windows(text: str, start: int, end: int, max_positions: int, overlap: int) -> list[Chunk]:
     """Overlapping hard windows over text[start:end], `max_positions` positions each."""
     offsets = [i for i in range(start, end) if not text[i].isspace()]
