@@ -3,12 +3,20 @@ characters (text/segmentation.py), encoded, with the positions that may be edite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .text.protection import address_offsets, whitelisted_offsets
 from .text.segmentation import Chunk, split_text
 from .text.tokenization import CharTokenizer, is_cjk
+
+
+def text_list(texts: Iterable[str]) -> list[str]:
+    """A batch call's texts as a list: a list, tuple, generator or any other iterable of str. One
+    str is refused: a batch of its characters, one result each, is never what the caller meant."""
+    if isinstance(texts, str):
+        raise TypeError("texts is one str: pass a list of texts, or correct(text) for one")
+    return list(texts)
 
 
 @dataclass

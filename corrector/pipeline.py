@@ -47,7 +47,7 @@ from .acceptance import (
     winners,
 )
 from .candidates import CandidateConfig, VocabConfusion, cjk_bias
-from .chunking import Item, chunk_texts
+from .chunking import Item, chunk_texts, text_list
 from .detection import Detector
 from .features import Featurizer
 from .proposal import Proposer
@@ -250,9 +250,11 @@ class Corrector:
         return self.correct_batch([text], threshold=threshold)[0]
 
     def correct_batch(
-        self, texts: Sequence[str], batch_size: int | None = None, threshold: float | None = None
+        self, texts: Iterable[str], batch_size: int | None = None, threshold: float | None = None
     ) -> list[Result]:
-        """Correct many texts; `threshold` overrides the minimum edit confidence for this call."""
+        """Correct many texts (any iterable of str); `threshold` overrides the minimum edit
+        confidence for this call."""
+        texts = text_list(texts)
         threshold = self.scorer.threshold if threshold is None else float(threshold)
         results = self._correct_once(texts, batch_size, threshold)
         changed = range(len(texts))
@@ -263,7 +265,7 @@ class Corrector:
         return results
 
     def score_candidates(
-        self, texts: Sequence[str], batch_size: int | None = None, detection_threshold: float | None = None
+        self, texts: Iterable[str], batch_size: int | None = None, detection_threshold: float | None = None
     ) -> list[ScoredCandidate]:
         """Every candidate the pipeline scores for these texts, with its feature vector (one pass).
 
@@ -273,6 +275,7 @@ class Corrector:
         too. A traditional-script text is scored as the model reads it: `source` and `target` are
         then simplified characters.
         """
+        texts = text_list(texts)
         model_texts = self._model_texts(texts)
         threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
 

@@ -832,6 +832,16 @@ def test_two_passes_merge_into_edits_of_the_original_text(trained):
     assert len(merged.edits) == 4 * len(units) > 4
 
 
+def test_a_batch_call_takes_any_iterable_of_texts_and_refuses_one_str(trained):
+    texts = ["今天天气很好", "我们一起去公园"]
+    expected = [r.target for r in trained.correct_batch(texts)]
+    assert [r.target for r in trained.correct_batch(t for t in texts)] == expected  # was: not subscriptable
+    assert [r.target for r in trained.correct_batch(tuple(texts))] == expected
+    assert len(trained.score_candidates(iter(texts))) == len(trained.score_candidates(texts))
+    with pytest.raises(TypeError, match="one str"):  # was: one result per character
+        trained.correct_batch("今天天气很好")
+
+
 def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     calls = []
     once = trained._correct_once

@@ -56,6 +56,9 @@ def test_processes_give_what_one_corrector_gives(pool, trained_model_dir):
     fixed = pool.correct("少先队员因该为老人让坐。")
     assert fixed.target == "少先队员应该为老人让座。"
     assert pool.correct_batch([]) == []
+    assert [r.to_dict() for r in pool.correct_batch(t for t in TEXTS)] == [r.to_dict() for r in reference.correct_batch(TEXTS)]
+    with pytest.raises(TypeError, match="one str"):  # not a batch of its characters
+        pool.correct_batch("今天天气很好。")
 
 
 def test_an_error_reaches_the_caller_and_the_pool_serves_on(pool):

@@ -26,12 +26,13 @@ import multiprocessing.util
 import signal
 import threading
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, pairwise
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..chunking import text_list
 from ..result import Result
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ class ProcessCorrector:
     def correct(self, text: str, threshold: float | None = None) -> Result:
         return self.correct_batch([text], threshold=threshold)[0]
 
-    def correct_batch(self, texts: Sequence[str], batch_size: int | None = None,
+    def correct_batch(self, texts: Iterable[str], batch_size: int | None = None,
                       threshold: float | None = None, max_processes: int | None = None) -> list[Result]:
         """Like `Corrector.correct_batch` (`batch_size` is each process's own, from its config),
         on at most `max_processes` processes (None: every idle one).
@@ -250,7 +251,7 @@ class ProcessCorrector:
         A process that dies during the call is replaced (started in the background) and its
         share is corrected once more on the processes that are ready; when none is, or the retry
         fails the same way, `WorkerCrashedError` says to come back shortly."""
-        texts = list(texts)
+        texts = text_list(texts)
         if not texts:
             return []
         results, failed = self._run(texts, threshold, max_processes)
