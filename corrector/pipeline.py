@@ -58,7 +58,7 @@ from .runtime.models import ModelBundle, check_generator_input, prepare_bundle
 from .runtime.passes import make_batch
 from .runtime.threads import batch_pool, blas_threads, cpu_threads
 from .scored import ScoredBatch, ScoredCandidate, scored_candidates
-from .scoring import Scorer
+from .scoring import Scorer, probability
 from .text.protection import WordFrequency, read_whitelist
 from .text.script import OFF, ScriptConverter
 from .text.segmentation import sentence_spans, sentence_units
@@ -125,9 +125,9 @@ def scorer_with_overrides(config: Scorer | dict | None, threshold: float | None,
     edit and detection thresholds given."""
     scorer = Scorer.from_config(config.to_config() if isinstance(config, Scorer) else config)
     if threshold is not None:
-        scorer.threshold = float(threshold)
+        scorer.threshold = probability(threshold)
     if detection_threshold is not None:
-        scorer.detection_threshold = float(detection_threshold)
+        scorer.detection_threshold = probability(detection_threshold, "detection_threshold")
     return scorer
 
 
@@ -255,7 +255,7 @@ class Corrector:
         """Correct many texts (any iterable of str); `threshold` overrides the minimum edit
         confidence for this call."""
         texts = text_list(texts)
-        threshold = self.scorer.threshold if threshold is None else float(threshold)
+        threshold = self.scorer.threshold if threshold is None else probability(threshold)
         results = self._correct_once(texts, batch_size, threshold)
         changed = range(len(texts))
         for _ in range(self.config.passes - 1):
@@ -277,7 +277,8 @@ class Corrector:
         """
         texts = text_list(texts)
         model_texts = self._model_texts(texts)
-        threshold = self.scorer.detection_threshold if detection_threshold is None else detection_threshold
+        threshold = (self.scorer.detection_threshold if detection_threshold is None
+                     else probability(detection_threshold, "detection_threshold"))
 
         def run_batch(group: list[Item]) -> list:
             scored = self._score_batch(model_texts, group, threshold)

@@ -72,6 +72,15 @@ OPTIONAL_SETTINGS = ("generator_flag_margin", "context_flag_rate", "particle_fla
                      "second_pass_threshold_factor", "word_flag_gain")
 
 
+def probability(value: float, name: str = "threshold") -> float:
+    """`value` as a float in [0, 1], else ValueError — nan too: every comparison with nan is false,
+    so a nan edit threshold accepted every candidate."""
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return number
+
+
 @dataclass
 class Scorer:
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))

@@ -842,6 +842,18 @@ def test_a_batch_call_takes_any_iterable_of_texts_and_refuses_one_str(trained):
         trained.correct_batch("今天天气很好")
 
 
+def test_thresholds_outside_zero_to_one_are_refused(trained, trained_model_dir):
+    # nan compares false with everything: as an edit threshold it accepted every candidate.
+    for bad in (float("nan"), -1.0, 1.5):
+        with pytest.raises(ValueError, match=r"threshold must be in \[0, 1\]"):
+            trained.correct("今天天气很好", threshold=bad)
+        with pytest.raises(ValueError, match="detection_threshold"):
+            trained.score_candidates(["今天天气很好"], detection_threshold=bad)
+    with pytest.raises(ValueError, match="threshold"):
+        Corrector(str(trained_model_dir), threshold=float("nan"))
+    assert trained.correct("今天天气很好", threshold=1).target == "今天天气很好"
+
+
 def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     calls = []
     once = trained._correct_once
