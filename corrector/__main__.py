@@ -34,15 +34,18 @@ BLOCK_LINES = 1024  # lines corrected per call: enough to sort into well-filled 
 
 
 def probability(value: str) -> float:
-    """An argparse type: a number in [0, 1] (nan and inf refused: every comparison with nan is
-    false, so --threshold nan accepted every edit)."""
+    """An argparse type: a number in [0, 1], as the library checks it (`scoring.probability`: nan
+    and inf refused)."""
+    from .scoring import probability as in_range
+
     try:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.0 <= number <= 1.0:  # also false for nan
-        raise argparse.ArgumentTypeError(f"{value} is outside [0, 1]")
-    return number
+    try:
+        return in_range(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value} is outside [0, 1]") from None
 
 
 def count(minimum: int):
