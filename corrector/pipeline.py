@@ -411,9 +411,12 @@ class Corrector:
     def _guarded_edits(self, texts: Sequence[str], originals: Sequence[str] | None, item: Item,
                        edits: list[Edit]) -> list[Edit]:
         """A chunk's accepted edits as edits of the text as written (a traditional text's written
-        back in its script), then the max-edits guard."""
+        back in its script; in a text read as written, none that only changes a character's
+        script), then the max-edits guard."""
         text = texts[item.text_index]
         if self.script is not None and originals is not None and originals[item.text_index] != text:
             edits = restore_script(self.script, originals[item.text_index], text, item.chunk, edits)
+        elif self.script is not None:  # read as written: a traditional character's simplified form is no correction
+            edits = [edit for edit in edits if not self.script.same_character(edit.source, edit.target)]
         return limit_edits(edits, sentence_spans(text, item.chunk.start, item.chunk.end),
                            self.config.max_edits_per_sentence)

@@ -68,6 +68,21 @@ def test_a_correction_that_only_changes_the_script_is_dropped(script):
     assert script.restore(text, script.model_text(text), [Edit(2, "学", "学", 0.9), Edit(3, "校", "校", 0.8)]) == []
 
 
+def test_same_character_in_the_other_script(script):
+    assert script.same_character("們", "们") and script.same_character("于", "於") and script.same_character("裡", "里")
+    assert not script.same_character("们", "们") and not script.same_character("們", "门")
+    assert not script.same_character("着", "著")  # 著 is a simplified character of its own (著作)
+
+
+def test_simplified_text_loses_edits_that_only_change_the_script(trained_model_dir, confusion):
+    corrector = Corrector(str(trained_model_dir), confusion=confusion)
+    text = "我們因该去。"
+    assert corrector.script.model_text(text) == text  # read as written
+    item = corrector._items([text], [text])[0]
+    edits = [Edit(1, "們", "们", 0.9), Edit(2, "因", "应", 0.8), Edit(3, "该", "該", 0.7)]
+    assert corrector._guarded_edits([text], [text], item, edits) == [Edit(2, "因", "应", 0.8)]
+
+
 def test_variants_write_back_their_own_forms():
     text = "因該"  # 该 -> 為/爲 is not a real correction; it shows the written form of each variant
     assert ScriptConverter("tw").restore(text, "因该", [Edit(1, "该", "为", 0.9)])[0].target == "為"

@@ -90,3 +90,9 @@ def test_traditional_text_is_corrected_in_traditional_script(corrector):
     result = corrector.correct("我們今天去學校上課，老師說因該要認真學習。")
     assert result.target == "我們今天去學校上課，老師說應該要認真學習。"
     assert [(e.position, e.source, e.target) for e in result.edits] == [(13, "因", "應")]
+
+
+def test_traditional_characters_in_simplified_text_are_not_converted(corrector):
+    # Read as written (simplified by majority): 們 and 園 looked like typos of 们 and 园 (0.74, 0.77).
+    result = corrector.correct("我們因该去公園。我们因該去公园。")
+    assert [(e.source, e.target) for e in result.edits] == [("因", "应"), ("因", "应")]
