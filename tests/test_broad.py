@@ -130,9 +130,13 @@ def test_broad_dev_holds_out_every_part_from_training_and_the_corpus(tmp_path: P
     monkeypatch.setattr(broad, "GENERATED_PER_DOMAIN", 5)
     shared = fake_shared(tmp_path / "shared")
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1)))
+    # A clean sentence read to hold a real error (the encyclopedia's file is the only "wiki" one).
+    typo = next(s for s, _ in broad.build(shared, synthesizer).parts["clean"] if "wiki" in s)
+    monkeypatch.setattr(broad, "CLEAN_WITH_ERRORS", frozenset({broad.sentence_digest(typo)}))
     dev = broad.build(shared, synthesizer)
     assert set(dev.parts) == {"sighan", "ecspell", "wang", "mcsc", "faspell", "dde", "multi", "clean"}
-    assert len(dev.parts["clean"]) == 10 * len(broad.CLEAN_DOMAINS)
+    assert len(dev.parts["clean"]) == 10 * len(broad.CLEAN_DOMAINS) - 1
+    assert (typo, typo) not in dev.parts["clean"] and typo in dev.held_sentences  # left out, still held out
     assert all(s == t for s, t in dev.parts["clean"])
     assert all(s != t for s, t in dev.parts["dde"] + dev.parts["multi"])
     assert len(dev.parts["sighan"]) == 3 * int(80 * 0.08)  # the release's 8 % of each SIGHAN file
