@@ -90,6 +90,26 @@ def test_save_load_round_trip_with_narrow_storage(lm, tmp_path):
         assert handle.get_tensor("keys_2").dtype == np.uint16  # small ids pack into 16 bits here
 
 
+def test_keys_over_32_bits_are_stored_in_two_parts_and_old_files_still_load(tmp_path):
+    wide = NgramLM.count(LINES + ["".join(chr(0x4E00 + i) for i in range(3000))], order=3, min_count=1, min_char_count=1)
+    assert wide.bits * 3 > 32 and int(wide.keys[2].max()) > np.iinfo(np.uint32).max
+    path = wide.save(tmp_path / "new")
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    with safe_open(str(path), framework="numpy") as handle:
+        assert handle.get_tensor("keys_3").dtype == np.uint32 and handle.get_tensor("keys_3_high").dtype == np.uint8
+        metadata = handle.metadata()
+    # A file of the first format (keys whole, uint64) reads back the same.
+    tensors = {f"keys_{k}": keys for k, keys in enumerate(wide.keys, start=1)}
+    tensors |= {f"counts_{k}": counts for k, counts in enumerate(wide.counts, start=1)}
+    (tmp_path / "old").mkdir()
+    save_file(tensors, str(tmp_path / "old" / FILENAME), metadata={**metadata, "format": "corrector.ngram/1"})
+    for loaded in (NgramLM.load(path), NgramLM.load(tmp_path / "old")):
+        for a, b in zip(loaded.keys + loaded.counts, wide.keys + wide.counts, strict=True):
+            assert np.array_equal(a, b)
+
+
 def test_pruning_and_errors():
     pruned = NgramLM.count(LINES + ["独一无二的句子"], order=3, min_count=2, min_char_count=1)
     full = NgramLM.count(LINES + ["独一无二的句子"], order=3, min_count=1, min_char_count=1)

@@ -34,6 +34,7 @@ import numpy as np
 
 BOUNDARY, UNKNOWN = 0, 1
 FILENAME = "ngram.safetensors"
+FORMAT = "corrector.ngram/2"  # /2: keys over 32 bits stored as low and high parts
 
 
 @dataclass
@@ -271,10 +272,16 @@ class NgramLM:
         path.parent.mkdir(parents=True, exist_ok=True)
         tensors = {}
         for k, (keys, counts) in enumerate(zip(self.keys, self.counts, strict=True), start=1):
-            tensors[f"keys_{k}"] = _narrow(keys)  # bigram keys fit 32 bits, most counts 16
+            if len(keys) and int(keys.max()) > np.iinfo(np.uint32).max:
+                # Trigram keys take 39 bits with 7,355 characters: stored as 32 low bits plus the
+                # narrowed high ones (5 bytes a key instead of 8: the release's table 36 -> 29 MB).
+                tensors[f"keys_{k}"] = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+                tensors[f"keys_{k}_high"] = _narrow(keys >> np.uint64(32), np.uint8)
+            else:
+                tensors[f"keys_{k}"] = _narrow(keys)  # bigram keys fit 32 bits, most counts 16
             tensors[f"counts_{k}"] = _narrow(counts)
         metadata = {"chars": json.dumps(self.chars, ensure_ascii=False), "discount": str(self.discount),
-                    "order": str(self.order), "format": "corrector.ngram/1"}
+                    "order": str(self.order), "format": FORMAT}
         save_file(tensors, str(path), metadata=metadata)
         return path
 
@@ -287,10 +294,16 @@ class NgramLM:
             path = path / FILENAME
         with safe_open(str(path), framework="numpy") as handle:
             metadata = handle.metadata() or {}
-            if metadata.get("format") != "corrector.ngram/1":
+            if metadata.get("format") not in (FORMAT, "corrector.ngram/1"):  # /1: keys whole, still read
                 raise ValueError(f"{path} is not a corrector n-gram model")
             order = int(metadata["order"])
-            keys = [handle.get_tensor(f"keys_{k}").astype(np.uint64) for k in range(1, order + 1)]
+            names = set(handle.keys())
+            keys = []
+            for k in range(1, order + 1):
+                key = handle.get_tensor(f"keys_{k}").astype(np.uint64)
+                if f"keys_{k}_high" in names:
+                    key |= handle.get_tensor(f"keys_{k}_high").astype(np.uint64) << np.uint64(32)
+                keys.append(key)
             counts = [handle.get_tensor(f"counts_{k}").astype(np.uint32) for k in range(1, order + 1)]
         return cls(chars=json.loads(metadata["chars"]), keys=keys, counts=counts, discount=float(metadata["discount"]))
 
@@ -300,10 +313,10 @@ def bits_per_id(table_size: int) -> int:
     return max(1, (table_size - 1).bit_length())
 
 
-def _narrow(values: np.ndarray) -> np.ndarray:
-    """The same unsigned integers in the smallest dtype that holds them (storage only)."""
+def _narrow(values: np.ndarray, smallest: type = np.uint16) -> np.ndarray:
+    """The same unsigned integers in the smallest dtype (from `smallest` up) that holds them (storage only)."""
     top = int(values.max()) if len(values) else 0
-    for dtype in (np.uint16, np.uint32, np.uint64):
-        if top <= np.iinfo(dtype).max:
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if np.iinfo(dtype).bits >= np.iinfo(smallest).bits and top <= np.iinfo(dtype).max:
             return values.astype(dtype)
     raise AssertionError("unreachable")
