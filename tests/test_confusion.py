@@ -47,6 +47,17 @@ def test_unrelated_and_kinds(confusion):
     assert "因" not in confusion.relations("因")
 
 
+def test_readings_are_those_people_use_unless_all_are_asked_for(confusion):
+    # 逐 is read zhú; pypinyin also lists dí, which no phrase uses: nobody types 的 for 逐.
+    assert confusion.pinyin("逐") == ["zhu"]
+    assert not confusion.relation("逐", "的") & (SAME_PINYIN | SIMILAR_PINYIN)
+    assert not confusion.relation("有", "为") & SAME_PINYIN  # 有 wèi: no phrase
+    assert set(confusion.pinyin("行")) >= {"xing", "hang"} and set(confusion.pinyin("长")) == {"chang", "zhang"}
+    every = ConfusionSet.build(all_readings=True)
+    assert "di" in every.pinyin("逐") and every.relation("逐", "的") & SAME_PINYIN
+    assert ConfusionSet.build().pinyin("逐") == ["zhu"]  # each kind keeps its own cache file
+
+
 def test_targets_are_common_characters(confusion):
     assert all(c in confusion.common for c in confusion.relations("一"))
     assert 5000 < len(confusion.common) < 8000

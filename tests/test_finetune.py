@@ -71,6 +71,23 @@ def test_synthetic_substitutes_are_confusable(confusion):
                 assert confusion.relation(b, a), f"{b}->{a} is a confusion pair"
 
 
+def test_synth_all_readings_draws_what_the_release_was_trained_on(tmp_path, monkeypatch):
+    """`synth --all-readings` builds its confusion sets with every reading (the release's draws)."""
+    from corrector.finetune import __main__ as finetune_main
+
+    built = []
+    real_build = ConfusionSet.build
+    monkeypatch.setattr(ConfusionSet, "build", classmethod(
+        lambda cls, *a, **kw: built.append(kw.get("all_readings", False)) or real_build(*a, **kw)))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CLEAN * 5) + "\n", encoding="utf-8")
+    for flag in ([], ["--all-readings"]):
+        out = tmp_path / f"synth{len(flag)}.tsv"
+        assert finetune_main.main(["synth", "--corpus", str(corpus), "--output", str(out), "--size", "20", *flag]) == 0
+        assert out.read_text(encoding="utf-8").count("\n") == 20
+    assert built == [False, True]
+
+
 # A lexicon for the homophone-word kind, so the test need not index jieba's 300k words.
 LEXICON = {"债务": 500, "宅舞": 20, "习惯": 900, "惜贯": 5, "事务": 300, "实物": 200, "罕见词": 1, "应该": 900}
 

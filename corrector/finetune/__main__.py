@@ -91,6 +91,9 @@ def _add_synth_command(commands) -> None:
                        help="homophone words also by near pinyin (zh/z, ch/c, sh/s, l/n, ang/an, eng/en, ing/in)")
     synth.add_argument("--exclude", nargs="+", default=[], metavar="DEV",
                        help="leave out corpus sentences that share an 8-character run with these pairs' correct sides")
+    synth.add_argument("--all-readings", action="store_true",
+                       help="same and similar pinyin through every reading pypinyin lists, also those no phrase uses "
+                            "(逐 dí, 有 wèi): the release's networks were trained on such draws")
 
 
 def _add_broad_command(commands) -> None:
@@ -392,7 +395,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
         vocab = AutoTokenizer.from_pretrained(args.vocab).get_vocab()
         allowed = sorted((t for t in vocab if is_cjk(t)), key=vocab.__getitem__)  # our vocabularies are frequency-ordered
-    confusion = ConfusionSet.build()
+    confusion = ConfusionSet.build(all_readings=args.all_readings)
     synthesizer = ErrorSynthesizer(confusion, allowed=allowed, config=config, error_model=error_model)
     held_out = HeldOut(args.exclude)
     usable = (s for s in iter_sentences(args.corpus, synthesizer.usable) if not held_out.overlaps(s))

@@ -2,7 +2,10 @@
 
 Built by this project's own code from PyPI data, never from downloaded confusion lists:
 
-* pinyin from `pypinyin`, all readings of heteronyms, tones ignored. Two characters are
+* pinyin from `pypinyin`, tones ignored: a character's usual reading and every reading it has in
+  pypinyin's phrase dictionary; a reading no phrase uses (逐 dí, 有 wèi, 以 sì, 机 wēi — 1,622 of
+  the model's 6,672 characters have one) would tie common characters to others nobody types
+  for them (逐 -> 的 at confidence 0.85 on clean text). Two characters are
   *same pinyin* when they share a syllable (因/音, 坐/座) and *similar pinyin* when they share a
   syllable only after folding the usual fuzzy pairs zh/z ch/c sh/s n/l and an/ang en/eng in/ing
   (因 yin / 应 ying, 是 shi / 四 si);
@@ -38,7 +41,7 @@ from pathlib import Path
 from ..text.tokenization import is_cjk
 from .cache import cache_dir
 
-BUILD_VERSION = 3  # bump when the build logic changes: old caches are then ignored
+BUILD_VERSION = 4  # bump when the build logic changes: old caches are then ignored
 
 SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR = 1, 2, 4, 8
 LEARNED_PAIR = 16  # seen as a real correction in the model's training data (error_pairs.py)
@@ -57,6 +60,10 @@ class ConfusionConfig:
     max_shape_neighbours: int = 20  # most similar-shape candidates kept per character
     max_block: int = 40  # keys shared by more characters than this are too generic (e.g. 氵+*)
     min_shape_score: float = 1.0  # evidence needed to call two characters similar in shape
+    # Every reading pypinyin lists, phrases or not: how the tables were built until session 52;
+    # the release's networks were fine-tuned on synthetic draws made with them (the recipe's
+    # `finetune synth --all-readings` makes those draws again).
+    all_readings: bool = False
 
 
 def kind_of(relation: int) -> str:
@@ -113,6 +120,19 @@ def _shape_keys(char: str, tables: dict[str, dict]) -> list[tuple]:
     return keys
 
 
+def _phrase_readings() -> dict[str, set[str]]:
+    """Each character's toneless readings in pypinyin's phrase dictionary."""
+    from pypinyin.constants import PHRASES_DICT
+    from pypinyin.contrib.tone_convert import to_normal
+
+    found: dict[str, set[str]] = defaultdict(set)
+    for phrase, readings in PHRASES_DICT.items():
+        if len(phrase) == len(readings):
+            for char, options in zip(phrase, readings, strict=True):
+                found[char].update(to_normal(option) for option in options)
+    return found
+
+
 def _build(config: ConfusionConfig) -> dict:
     from pypinyin import Style, pinyin
 
@@ -121,9 +141,11 @@ def _build(config: ConfusionConfig) -> dict:
     common = sorted(c for c, f in tables["frequency"].items() if f and f > 0 and is_cjk(c))
     common_set = set(common)
 
+    in_phrases = _phrase_readings()
     readings = {}
     for char in chars:
-        syllables = sorted({s for s in pinyin(char, style=Style.NORMAL, heteronym=True)[0] if s.isalpha()})
+        every = [s for s in pinyin(char, style=Style.NORMAL, heteronym=True)[0] if s.isalpha()]
+        syllables = sorted({s for s in every if config.all_readings or s == every[0] or s in in_phrases.get(char, ())})
         if syllables:
             readings[char] = syllables
 
@@ -169,7 +191,9 @@ def load_tables(config: ConfusionConfig | None = None, use_cache: bool = True) -
     """The built tables, from the cache when present (building and caching them otherwise)."""
     config = config or ConfusionConfig()
     versions = [importlib.metadata.version(p) for p in ("pypinyin", "char-similar")]
-    return cached_json(f"confusion-v{BUILD_VERSION}", [BUILD_VERSION, versions, config.__dict__],
+    # Distinct names, so that building one kind never removes the other's cache file.
+    name = f"confusion-{'all-readings-' if config.all_readings else ''}v{BUILD_VERSION}"
+    return cached_json(name, [BUILD_VERSION, versions, config.__dict__],
                        lambda: _build(config), use_cache=use_cache)
 
 
@@ -242,9 +266,10 @@ class ConfusionSet:
         self._lock = threading.Lock()
 
     @classmethod
-    def build(cls, confusion_file: str | Path | None = None, use_cache: bool = True) -> ConfusionSet:
+    def build(cls, confusion_file: str | Path | None = None, use_cache: bool = True,
+              all_readings: bool = False) -> ConfusionSet:
         pairs = read_pairs(confusion_file) if confusion_file else []
-        return cls(load_tables(use_cache=use_cache), pairs)
+        return cls(load_tables(ConfusionConfig(all_readings=all_readings), use_cache=use_cache), pairs)
 
     def pinyin(self, char: str) -> list[str]:
         return self.readings.get(char, [])
