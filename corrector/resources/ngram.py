@@ -313,10 +313,10 @@ def bits_per_id(table_size: int) -> int:
     return max(1, (table_size - 1).bit_length())
 
 
+_UNSIGNED = (np.uint8, np.uint16, np.uint32, np.uint64)
+
+
 def _narrow(values: np.ndarray, smallest: type = np.uint16) -> np.ndarray:
     """The same unsigned integers in the smallest dtype (from `smallest` up) that holds them (storage only)."""
     top = int(values.max()) if len(values) else 0
-    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
-        if np.iinfo(dtype).bits >= np.iinfo(smallest).bits and top <= np.iinfo(dtype).max:
-            return values.astype(dtype)
-    raise AssertionError("unreachable")
+    return values.astype(next(t for t in _UNSIGNED[_UNSIGNED.index(smallest):] if top <= np.iinfo(t).max))
