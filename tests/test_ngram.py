@@ -47,6 +47,31 @@ def test_conditional_distributions_sum_to_one(lm):
         assert np.exp(lm.log_prob(grams)).sum() == pytest.approx(1.0, abs=1e-9)
 
 
+def test_log_prob_is_the_interpolated_formula_for_every_gram(lm):
+    """Every (a, b, c) over the table, against the docstring's formula from plain count dicts:
+    seen and unseen histories, the first and the last stored keys, ids past them."""
+    counts = [dict(zip(keys.tolist(), c.tolist(), strict=True)) for keys, c in zip(lm.keys, lm.counts, strict=True)]
+    n_ids = len(lm.chars)
+    total_1 = sum(counts[0].values())
+
+    def prob(ids: tuple[int, ...]) -> float:
+        if len(ids) == 1:
+            return (counts[0].get(ids[0], 0) + 1) / (total_1 + n_ids)
+        lower = prob(ids[1:])
+        history = 0
+        for i in ids[:-1]:
+            history = (history << lm.bits) | i
+        stored = {key: c for key, c in counts[len(ids) - 1].items() if key >> lm.bits == history}
+        if not stored:
+            return lower
+        key = (history << lm.bits) | ids[-1]
+        return (max(stored.get(key, 0) - lm.discount, 0) + lm.discount * len(stored) * lower) / sum(stored.values())
+
+    grams = np.array([(a, b, c) for a in range(n_ids) for b in range(n_ids) for c in range(n_ids)], dtype=np.uint64)
+    expected = np.log([prob(tuple(int(i) for i in g)) for g in grams])
+    np.testing.assert_allclose(lm.log_prob(grams), expected, rtol=1e-12)
+
+
 def test_replacement_gain_prefers_the_known_word(lm):
     text = "少先队员因该为老人让坐"
     gains = lm.replacement_gains([(text, 4), (text, 10), (text, 0)], [["应", "让"], ["座", "了"], ["少"]])
