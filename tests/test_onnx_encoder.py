@@ -77,6 +77,23 @@ def test_the_numpy_heads_compute_what_torch_computes(tiny_bundle):
     assert np.abs(got - want).max() < 1e-3 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("unsigned", [False, True])
+def test_int8_layers_in_onnx_runtime_give_the_float_matmuls_numbers(monkeypatch, unsigned):
+    """A wide layer's integer matmul runs in ONNX Runtime: bit for bit what the float32 (and,
+    past FLOAT32_EXACT_DEPTH, float64) matmul of the same integers gives, with int8 weights or
+    uint8 ones (CPUs whose int8 kernel saturates)."""
+    monkeypatch.setattr(onnx_encoder, "signed_weights_saturate", lambda: unsigned)
+    rng = np.random.default_rng(0)
+    for depth in (128, onnx_encoder.FLOAT32_EXACT_DEPTH + 60):
+        dense = Int8Dense(rng.normal(size=(300, depth)).astype(np.float32), rng.normal(size=300).astype(np.float32))
+        assert dense.session is not None
+        x = (rng.normal(size=(7, depth)) * 4).astype(np.float32)
+        x[0] = 0.0
+        got = dense(x)
+        dense.session = None  # the numpy matmul
+        assert np.array_equal(got, dense(x))
+
+
 def test_onnx_encoder_rows_do_not_depend_on_their_batch(tiny_bundle):
     network = onnx_copy(tiny_bundle.discriminator)
     together = network.replaced_probability(IDS, MASK)
