@@ -26,6 +26,7 @@ from conftest import build_tiny_model
 from corrector import Corrector, Edit, Result, load_model
 from corrector.acceptance import merge_passes
 from corrector.baselines.classic import ClassicCorrector
+from corrector.candidates import top_columns
 from corrector.features import FEATURES, lm_margin
 from corrector.pipeline import CorrectorConfig
 from corrector.runtime.threads import batch_pool
@@ -880,3 +881,20 @@ def test_second_pass_runs_only_on_texts_with_edits(trained, monkeypatch):
     assert single.bundle is trained.bundle and single.scorer is trained.scorer
     with pytest.raises(ValueError, match="passes"):
         trained.with_passes(0)
+
+
+def test_top_columns_are_each_rows_largest_values_in_order():
+    """The generator's top characters: the sampled bound must never drop one of them; equal
+    values come in column order; -inf columns (not characters) only where nothing else is left."""
+    rng = np.random.default_rng(0)
+    values = (rng.normal(size=(30, 6884)) * 3).astype(np.float32)
+    values[:, ::7] = -np.inf
+    values[0, :500] = 1.0  # ties above the rest
+    values[1, 8::8] = 50.0 + np.arange(860)  # the largest values on the sampled columns only
+    values[2, 1::8] = 50.0 + np.arange(861)  # ... and never on them
+    for top in (1, 6, 11):
+        want = np.argsort(-values, axis=1, kind="stable")[:, :top]
+        assert np.array_equal(top_columns(values, top), want)
+    tiny = np.array([[0.0, 2.0, -np.inf, 2.0]], dtype=np.float32)
+    assert top_columns(tiny, 3).tolist() == [[1, 3, 0]]
+    assert top_columns(np.zeros((0, 6884), np.float32), 6).shape == (0, 6)
