@@ -43,6 +43,7 @@ from .resources.homophones import WordConfig
 from .resources.idioms import idiom_fixes
 from .resources.particles import PARTICLE_INDEX
 from .runtime.models import ModelBundle
+from .runtime.onnx_networks import OutputLayer
 from .runtime.passes import Batch, GeneratorPass, output_layer, reads_positions
 
 if TYPE_CHECKING:  # only a type here: scoring imports the feature names, whose module reads Sites
@@ -120,7 +121,7 @@ class Detector:
         self.generator_input = generator_input
         self.homophones = homophones  # the word candidates' index; None: no word flags
         self.words = words or WordConfig()  # the word candidates' settings, shared by the word flags
-        self._output_layer: tuple[np.ndarray, np.ndarray] | None = None  # the generator's, read lazily
+        self._output_layer: OutputLayer | None = None  # the generator's, read lazily
 
     @property
     def flags_by_generator(self) -> bool:

@@ -94,6 +94,17 @@ def test_int8_layers_in_onnx_runtime_give_the_float_matmuls_numbers(monkeypatch,
         assert np.array_equal(got, dense(x))
 
 
+def test_the_int8_output_layers_rows_are_its_dequantized_weight(tiny_bundle):
+    """Read row by row from int8 values and scales: bit for bit the dequantized float weight."""
+    generator = onnx_copy(tiny_bundle.generator)
+    layer = generator.output_layer()
+    assert layer.values.dtype == np.int8 and layer.values.shape == (generator.lm_head.out_features,
+                                                                       generator.lm_head.in_features)
+    ids = np.array([5, 0, 5, len(layer.values) - 1])
+    assert np.array_equal(layer.rows(ids), generator.lm_head.dequantized_weight()[ids])
+    assert np.array_equal(layer.weight, generator.lm_head.dequantized_weight())
+
+
 def test_onnx_encoder_rows_do_not_depend_on_their_batch(tiny_bundle):
     network = onnx_copy(tiny_bundle.discriminator)
     together = network.replaced_probability(IDS, MASK)
