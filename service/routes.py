@@ -92,7 +92,7 @@ def _batcher(request: Request) -> Batcher:
     responses=_ERRORS,
     summary="Correct one text (`text`) or several (`texts`, answered as a list in the same order)",
 )
-async def correct(body: CorrectRequest, request: Request) -> dict | list[dict]:
+async def correct(body: CorrectRequest, request: Request) -> JSONResponse:
     start = time.perf_counter()
     settings = request.app.state.settings
     problems = find_text_problems(body, settings.max_texts, settings.max_text_chars)
@@ -108,7 +108,10 @@ async def correct(body: CorrectRequest, request: Request) -> dict | list[dict]:
     results = await _unless_disconnected(request, work)
     elapsed_ms = round((time.perf_counter() - start) * 1000, 3)
     items = [{**result.to_dict(), "elapsed_ms": elapsed_ms} for result in results]
-    return items if body.is_batch else items[0]
+    # Answered as built: FastAPI would validate these dicts against `response_model` (which stays
+    # the documented schema) before encoding them, 13 % of a request's time in the serving
+    # process (load test, instant corrector: 2,680-2,740 vs 2,280-2,460 req/s on one core).
+    return JSONResponse(items if body.is_batch else items[0])
 
 
 @router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from corrector.result import Edit, Result
 from service import app as app_module
 from service.app import create_app
+from service.schemas import CorrectResponse
 from service.settings import Settings
 
 SENTENCE = "少先队员因该为老人让坐。"
@@ -109,6 +110,7 @@ def test_correct_single_text(client):
     r = client.post("/correct", json={"text": SENTENCE})
     assert r.status_code == 200
     body = r.json()
+    assert CorrectResponse.model_validate(body).model_dump() == body  # the documented schema, nothing else
     assert body["elapsed_ms"] >= 0
     assert strip_elapsed(body) == expected(SENTENCE)
     assert body["target"] == CORRECTED
