@@ -44,7 +44,7 @@ class NgramLM:
     counts: list[np.ndarray]  # counts[k-1]: their counts (uint32)
     discount: float = 0.75
     _index: dict[str, int] = field(init=False, repr=False)
-    _histories: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(init=False, repr=False)
+    _histories: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
     _key_history: list[np.ndarray] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -57,8 +57,8 @@ class NgramLM:
         unigram[self.keys[0].astype(np.int64)] = self.counts[0]
         self._log_unigram = np.log((unigram + 1.0) / (unigram.sum() + len(self.chars)))
         self._log_unseen = float(np.log(1.0 / (unigram.sum() + len(self.chars))))
-        # Per order k >= 2: the histories (k-1 ids), their continuation totals and distinct counts,
-        # and for every stored k-gram the index of its history among them.
+        # Per order k >= 2: each history's (k-1 ids) continuation total and distinct count, and for
+        # every stored k-gram the index of its history (the histories themselves are never searched).
         self._histories, self._key_history = [], []
         for keys, counts in zip(self.keys[1:], self.counts[1:], strict=True):
             history = keys >> np.uint64(self.bits)
@@ -66,7 +66,7 @@ class NgramLM:
             starts = np.flatnonzero(first)
             totals = np.add.reduceat(counts.astype(np.float64), starts) if len(starts) else np.zeros(0)
             distinct = np.diff(np.r_[starts, len(history)])
-            self._histories.append((history[starts], totals, distinct.astype(np.float64)))
+            self._histories.append((totals, distinct.astype(np.float64)))
             self._key_history.append((np.cumsum(first, dtype=np.int64) - 1).astype(np.int32))
 
     @property
@@ -106,7 +106,7 @@ class NgramLM:
         grams = np.asarray(grams, dtype=np.uint64)
         prob = np.exp(self._log_unigram[grams[:, -1].astype(np.int64)])
         for k in range(2, self.order + 1):
-            _, totals, distinct = self._histories[k - 2]
+            totals, distinct = self._histories[k - 2]
             keys, counts = self.keys[k - 1], self.counts[k - 1]
             if len(keys) == 0:
                 continue

@@ -111,8 +111,4 @@ class GeneratorPass:
 
 def output_layer(bundle: ModelBundle) -> OutputLayer:
     """The generator's vocabulary projection (an int8 head's rows dequantized as they are read)."""
-    layer = bundle.generator_network().output_layer()
-    if isinstance(layer, OutputLayer):
-        return layer
-    weight, bias = layer  # a torch network's float weight and bias
-    return OutputLayer(weight, None, bias)
+    return bundle.generator_network().output_layer()

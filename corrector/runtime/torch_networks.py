@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .onnx_networks import OutputLayer
+
 
 class TorchNetwork:
     """A torch network of a bundle, in its bundle's device and autocast."""
@@ -62,11 +64,11 @@ class TorchGenerator(TorchNetwork):
             logits = self.module(input_ids=self.tensor(input_ids), attention_mask=self.tensor(attention_mask)).logits
         return logits[self.tensor(rows), self.tensor(columns)].float().log_softmax(-1).cpu().numpy()
 
-    def output_layer(self) -> tuple[np.ndarray, np.ndarray]:
-        """The vocabulary projection as float (V, E) weight and (V,) bias (an int8 head's weights dequantized)."""
+    def output_layer(self) -> OutputLayer:
+        """The vocabulary projection: float (V, E) weight rows (an int8 head's dequantized) and (V,) bias."""
         from .int8 import Int8Linear
 
         head = self.module.generator_lm_head
         weight = head.dequantized_weight() if isinstance(head, Int8Linear) else head.weight.detach().float()
         bias = head.bias.detach().float() if head.bias is not None else torch.zeros(weight.shape[0])
-        return weight.cpu().numpy(), bias.cpu().numpy()
+        return OutputLayer(weight.cpu().numpy(), None, bias.cpu().numpy())
