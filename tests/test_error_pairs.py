@@ -167,6 +167,21 @@ def test_context_flags_examine_what_the_detector_leaves(tiny_model_dir, tmp_path
     assert Corrector(str(model), scorer={**scorer, "context_flag_rate": 0.9}).correct("我因该去").target == "我因该去"
 
 
+def test_flag_rules_skip_characters_the_discriminator_is_sure_of(tiny_model_dir, tmp_path, monkeypatch):
+    """The generator, context and particle rules read only characters with P(replaced) of at
+    least RULE_FLAG_MIN_PROB: above every probability, the context flag of 因该 is not raised."""
+    from corrector import Corrector, detection
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    ErrorPairs.count([("他因该来", "他应该来")] * 3).save(model / FILENAME)
+    scorer = {"weights": {"bias": -3.0, "ctx_log_count": 3.0}, "threshold": 0.5, "detection_threshold": 1.0,
+              "context_flag_rate": 0.5}
+    assert Corrector(str(model), scorer=scorer).correct("我因该去").target == "我应该去"
+    monkeypatch.setattr(detection, "RULE_FLAG_MIN_PROB", 1.01)
+    assert Corrector(str(model), scorer=scorer).correct("我因该去").target == "我因该去"
+
+
 def test_context_count_array_matches_one_at_a_time(table):
     sites = [("你因该走", 1), ("因为下雨", 0), ("他因该来", 1)]
     site_of, targets = [0, 0, 1, 2, 2], ["应", "音", "应", "应", "英"]
