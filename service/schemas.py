@@ -8,6 +8,7 @@ must report *every* bad index at once, not just the first.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, model_validator
@@ -15,18 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, model
 # C0/C1 control characters other than tab, newline and carriage return. Those three are normal
 # in pasted multi-line text and are kept byte-for-byte by the tokenizer; the rest are almost
 # always binary garbage or encoding accidents, and some (NUL) break downstream tools.
-_ALLOWED_CONTROLS = {"\t", "\n", "\r"}
+_BAD_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# JSON "\ud800" decodes to a lone surrogate in Python; it cannot be encoded as UTF-8, so it
+# would fail only when the response is written (a 500) unless rejected here.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _is_bad_control(char: str) -> bool:
-    cp = ord(char)
-    return (cp < 0x20 or 0x7F <= cp <= 0x9F) and char not in _ALLOWED_CONTROLS
-
-
-def _is_surrogate(char: str) -> bool:
-    # JSON "\ud800" decodes to a lone surrogate in Python; it cannot be encoded as UTF-8, so it
-    # would fail only when the response is written (a 500) unless rejected here.
-    return 0xD800 <= ord(char) <= 0xDFFF
+def _offsets(pattern: re.Pattern, text: str) -> list[int]:
+    """Where `pattern` matches in `text`; a regex scan, not a Python loop per character, because
+    it runs on the event loop (a 10,000-character text: ~20 us against ~2 ms)."""
+    return [m.start() for m in pattern.finditer(text)] if pattern.search(text) else []
 
 
 class CorrectRequest(BaseModel):
@@ -142,7 +141,7 @@ def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: 
                     msg=f"text has {len(text)} characters; the limit is {max_text_chars}",
                 )
             )
-        controls = [i for i, ch in enumerate(text) if _is_bad_control(ch)]
+        controls = _offsets(_BAD_CONTROL, text)
         if controls:
             problems.append(
                 ErrorItem(
@@ -152,7 +151,7 @@ def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: 
                     "newline and carriage return are allowed",
                 )
             )
-        surrogates = [i for i, ch in enumerate(text) if _is_surrogate(ch)]
+        surrogates = _offsets(_SURROGATE, text)
         if surrogates:
             problems.append(
                 ErrorItem(
