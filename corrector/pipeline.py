@@ -281,7 +281,8 @@ class Corrector:
                      else probability(detection_threshold, "detection_threshold"))
 
         def run_batch(group: list[Item]) -> list:
-            scored = self._score_batch(model_texts, group, threshold)
+            # Every rule flag, also below RULE_FLAG_MIN_PROB: a scorer learns from those too.
+            scored = self._score_batch(model_texts, group, threshold, rule_floor=0.0)
             return [] if scored is None else scored_candidates(scored, self.scorer.with_prior(scored.features))
 
         return [c for _, found in self._run(model_texts, batch_size, run_batch, originals=texts) for c in found]
@@ -315,10 +316,11 @@ class Corrector:
             edits[item.text_index].extend(accepted)  # as written: traditional ones already written back
         return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
 
-    def _score_batch(self, texts: Sequence[str], group: list[Item], detection_threshold: float) -> ScoredBatch | None:
+    def _score_batch(self, texts: Sequence[str], group: list[Item], detection_threshold: float,
+                     rule_floor: float | None = None) -> ScoredBatch | None:
         """detect -> propose -> featurize -> score for one batch of chunks (None: nothing to score)."""
         batch = make_batch([it.ids for it in group], self.bundle)
-        sites = self.detector.flag(texts, group, batch, detection_threshold)
+        sites = self.detector.flag(texts, group, batch, detection_threshold, rule_floor)
         if sites is None:
             return None
         cands = self.proposer(batch, sites)

@@ -168,8 +168,9 @@ def test_context_flags_examine_what_the_detector_leaves(tiny_model_dir, tmp_path
 
 
 def test_flag_rules_skip_characters_the_discriminator_is_sure_of(tiny_model_dir, tmp_path, monkeypatch):
-    """The generator, context and particle rules read only characters with P(replaced) of at
-    least RULE_FLAG_MIN_PROB: above every probability, the context flag of 因该 is not raised."""
+    """In correction the generator, context and particle rules read only characters with
+    P(replaced) of at least RULE_FLAG_MIN_PROB: above every probability, the context flag of 因该
+    is not raised. Calibration's candidates still hold what the rules flag below it."""
     from corrector import Corrector, detection
 
     model = tmp_path / "model"
@@ -179,7 +180,9 @@ def test_flag_rules_skip_characters_the_discriminator_is_sure_of(tiny_model_dir,
               "context_flag_rate": 0.5}
     assert Corrector(str(model), scorer=scorer).correct("我因该去").target == "我应该去"
     monkeypatch.setattr(detection, "RULE_FLAG_MIN_PROB", 1.01)
-    assert Corrector(str(model), scorer=scorer).correct("我因该去").target == "我因该去"
+    corrector = Corrector(str(model), scorer=scorer)
+    assert corrector.correct("我因该去").target == "我因该去"
+    assert "应" in {c.target for c in corrector.score_candidates(["我因该去"]) if c.position == 1}
 
 
 def test_context_count_array_matches_one_at_a_time(table):
