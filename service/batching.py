@@ -24,8 +24,10 @@ all of it, while many short requests still share one call as before. A submissio
 has gone away (its future cancelled) is dropped before its next piece runs.
 
 The collected pieces are grouped by threshold (a corrector call has one threshold) and each
-group is one `correct_batch` call on an inference thread, so the event loop stays free to accept
-and parse the next requests.
+group is one corrector call off the event loop, so that it stays free to accept and parse the
+next requests: awaited on the loop itself for a corrector that runs in processes
+(`ProcessCorrector.correct_batch_async`, no thread in between), else `correct_batch` on an
+inference thread.
 
 Lanes: with a corrector that runs in several processes (`ProcessCorrector.processes`, one per
 core), one batch per process runs at once, each on one process, and a lane that comes free
@@ -233,7 +235,13 @@ class Batcher:
             out = self.corrector.correct_batch(texts, threshold=threshold, **self._call_options)
             return out, start, time.perf_counter()
 
-        results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        if self.lanes > 1 and hasattr(self.corrector, "correct_batch_async"):
+            # A lane's call awaits its process on the loop (ProcessCorrector), no thread between.
+            start = time.perf_counter()
+            results = await self.corrector.correct_batch_async(texts, threshold)
+            end = time.perf_counter()
+        else:
+            results, start, end = await asyncio.get_running_loop().run_in_executor(self._executor, run)
         self.metrics.queue_wait.observe(max(0.0, start - enqueued))
         self.metrics.observe_batch(len(texts), n_requests, end - start)
         if len(results) != len(texts):

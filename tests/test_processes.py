@@ -96,6 +96,44 @@ def test_a_process_that_dies_during_a_call_has_its_share_corrected_again(pool, m
     assert pool._workers[0] is not victim
 
 
+def test_awaited_calls_give_the_blocking_calls_results_and_leave_the_pipes_blocking(pool):
+    """`correct_batch_async` on uvloop (the service's loop) answers like `correct_batch`, raises a
+    process's error, and leaves every pipe usable by the blocking calls after it (uvloop made a
+    watched pipe non-blocking: a thread's next read failed as if the process had died)."""
+    import asyncio
+
+    import uvloop
+
+    async def calls():
+        first = await pool.correct_batch_async(TEXTS[:3])
+        both = await asyncio.gather(pool.correct_batch_async(TEXTS[3:5]), pool.correct_batch_async(TEXTS[5:]))
+        with pytest.raises(TypeError):
+            await pool.correct_batch_async(["今天天气很好。", None])  # type: ignore[list-item]
+        return first + both[0] + both[1]
+
+    awaited = uvloop.run(calls())
+    assert [r.to_dict() for r in awaited] == [r.to_dict() for r in pool.correct_batch(TEXTS)]
+    assert all(os.get_blocking(w.conn.fileno()) for w in pool._workers)
+    assert [r.source for r in pool.correct_batch(TEXTS, max_processes=1)] == TEXTS
+
+
+def test_an_awaited_call_whose_process_dies_is_corrected_again(pool, monkeypatch):
+    import uvloop
+
+    pool.wait_ready(timeout=120)
+    victim = next(w for w in pool._workers)
+    send = victim.send
+
+    def send_then_die(texts, threshold):
+        send(texts, threshold)
+        os.kill(victim.process.pid, signal.SIGKILL)  # while it corrects
+
+    monkeypatch.setattr(victim, "send", send_then_die)
+    results = uvloop.run(pool.correct_batch_async(["少先队员因该为老人让坐。"] * 3))
+    assert [r.target for r in results] == ["少先队员应该为老人让座。"] * 3
+    assert victim not in pool._workers  # replaced
+
+
 def test_a_closed_pool_refuses_calls_instead_of_starting_processes_again(trained_model_dir):
     pool = ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1)
     process = pool._workers[0].process

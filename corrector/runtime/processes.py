@@ -20,9 +20,11 @@ mates, as they do in one process.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 import multiprocessing.util
+import os
 import signal
 import threading
 from bisect import bisect_left
@@ -172,6 +174,20 @@ class _Worker:
         _stop_all([self])
 
 
+async def _readable(loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
+    """Returns once `conn` has data (or has ended) to read."""
+    fd = conn.fileno()
+    ready = loop.create_future()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+        # uvloop leaves a watched descriptor non-blocking: the pipe's blocking reads (this call's
+        # and the blocking calls' on threads) would fail with EAGAIN, read as a dead process.
+        os.set_blocking(fd, True)
+
+
 def _stop_all(workers: list[_Worker]) -> None:
     """Ask every process to end (all at once), wait up to 5 s, kill what is left."""
     for worker in workers:
@@ -300,33 +316,89 @@ class ProcessCorrector:
             raise error
         return results, failed
 
+    async def correct_batch_async(self, texts: Iterable[str], threshold: float | None = None) -> list[Result]:
+        """`correct_batch(texts, threshold=threshold, max_processes=1)` for a caller on an asyncio
+        loop: the texts go to one idle process and its answer is awaited on the loop (the pipe
+        watched by it), with no thread in between. Where no process is idle, or the one taken dies,
+        the call goes the blocking way on a thread (which waits, corrects again, or raises
+        WorkerCrashedError).
+
+        Why: the service's lanes handed every call to a thread and back (~0.5 ms of a ~17 ms call,
+        and the serving process's CPU): 8-client load test, 6 runs alternated with the thread,
+        p50 17.9-20.0 ms (mean 18.9) against 19.3-20.2 (19.7), 383-433 against 385-404 req/s."""
+        texts = text_list(texts)
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        with self._pool:
+            if not self._finalizer.still_active():
+                raise RuntimeError("this ProcessCorrector is closed")
+            taken = self._take_ready(1)
+        if not taken:
+            return await loop.run_in_executor(None, self._blocking_call(texts, threshold))
+        worker, results = taken[0], None
+        try:
+            worker.send(texts, threshold)
+            await _readable(loop, worker.conn)
+        except (OSError, ValueError):  # its pipe broke: it died since it was taken
+            self._release(taken)
+        except BaseException:  # cancelled while it corrects: its answer must be read before the pipe is used again
+            threading.Thread(target=self._drain, args=(worker,), daemon=True).start()
+            raise
+        else:
+            try:
+                results = worker.receive()  # the process's own error is raised here, as by correct_batch
+            except WorkerCrashedError:
+                pass
+            finally:
+                self._release(taken)
+        if results is None:
+            log.warning("a correction process died during a call; correcting its %d texts again", len(texts))
+            return await loop.run_in_executor(None, self._blocking_call(texts, threshold))
+        return results
+
+    def _blocking_call(self, texts: list[str], threshold: float | None):
+        return lambda: self.correct_batch(texts, threshold=threshold, max_processes=1)
+
+    def _drain(self, worker: _Worker) -> None:
+        try:
+            worker.receive()
+        except BaseException:  # noqa: BLE001 - an answer nobody waits for any more
+            pass
+        self._release([worker])
+
     def _acquire(self, wanted: int) -> list[_Worker]:
         """Up to `wanted` idle ready processes, marked busy; waits while every ready one is busy.
-        Dead idle ones are replaced first. Raises WorkerCrashedError when none is ready and none
-        is busy (all are starting)."""
+        Raises WorkerCrashedError when none is ready and none is busy (all are starting)."""
         with self._pool:
             while True:
                 if not self._finalizer.still_active():
                     raise RuntimeError("this ProcessCorrector is closed")
-                self._replace_dead()
-                ready = []
-                for k, worker in enumerate(self._workers):
-                    if worker in self._busy:
-                        continue
-                    try:
-                        if worker.poll_ready():
-                            ready.append(worker)
-                    except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
-                        log.error("correction process %s failed to start: %s", worker.process.name, exc)
-                        self._restart(k)
-                if ready:
-                    taken = ready[:max(1, wanted)]
-                    self._busy.update(taken)
+                taken = self._take_ready(wanted)
+                if taken:
                     return taken
                 if not self._busy:
                     raise WorkerCrashedError("no correction process is ready (restarting); try again shortly")
                 # Woken when a call ends; polled meanwhile for a replacement that finished loading.
                 self._pool.wait(timeout=0.05)
+
+    def _take_ready(self, wanted: int) -> list[_Worker]:
+        """Up to `wanted` (at least one) of the idle ready processes, marked busy; none when every
+        ready one is busy. Dead idle ones are replaced first. The caller holds `_pool`."""
+        self._replace_dead()
+        ready = []
+        for k, worker in enumerate(self._workers):
+            if worker in self._busy:
+                continue
+            try:
+                if worker.poll_ready():
+                    ready.append(worker)
+            except BaseException as exc:  # noqa: BLE001 - a replacement that failed to start
+                log.error("correction process %s failed to start: %s", worker.process.name, exc)
+                self._restart(k)
+        taken = ready[:max(1, wanted)]
+        self._busy.update(taken)
+        return taken
 
     def _release(self, workers: list[_Worker]) -> None:
         with self._pool:
