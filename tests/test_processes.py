@@ -134,6 +134,25 @@ def test_an_awaited_call_whose_process_dies_is_corrected_again(pool, monkeypatch
     assert victim not in pool._workers  # replaced
 
 
+def test_an_awaited_call_cancelled_mid_way_leaves_no_answer_behind(pool):
+    """A cancelled awaited call (the service shutting down) has its answer read and its process
+    freed: the next calls get their own results."""
+    import asyncio
+
+    import uvloop
+
+    async def cancel_one():
+        task = asyncio.ensure_future(pool.correct_batch_async(["少先队员因该为老人让坐。"] * 4))
+        await asyncio.sleep(0.001)  # sent, not answered yet
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    uvloop.run(cancel_one())
+    assert [r.source for r in pool.correct_batch(TEXTS)] == TEXTS
+    assert [r.source for r in uvloop.run(pool.correct_batch_async(TEXTS[:2]))] == TEXTS[:2]
+
+
 def test_a_closed_pool_refuses_calls_instead_of_starting_processes_again(trained_model_dir):
     pool = ProcessCorrector(CorrectorSpec(str(trained_model_dir)), processes=1)
     process = pool._workers[0].process

@@ -330,6 +330,8 @@ class ProcessCorrector:
         if not texts:
             return []
         loop = asyncio.get_running_loop()
+        if os.name == "nt":  # a pipe there is no descriptor a loop can watch
+            return await loop.run_in_executor(None, self._blocking_call(texts, threshold))
         with self._pool:
             if not self._finalizer.still_active():
                 raise RuntimeError("this ProcessCorrector is closed")
@@ -339,13 +341,17 @@ class ProcessCorrector:
         worker, results = taken[0], None
         try:
             worker.send(texts, threshold)
-            await _readable(loop, worker.conn)
         except (OSError, ValueError):  # its pipe broke: it died since it was taken
             self._release(taken)
-        except BaseException:  # cancelled while it corrects: its answer must be read before the pipe is used again
-            threading.Thread(target=self._drain, args=(worker,), daemon=True).start()
+        except BaseException:  # nothing was sent
+            self._release(taken)
             raise
         else:
+            try:
+                await _readable(loop, worker.conn)
+            except BaseException:  # cancelled while it corrects: its answer must be read before the pipe is used again
+                threading.Thread(target=self._drain, args=(worker,), daemon=True).start()
+                raise
             try:
                 results = worker.receive()  # the process's own error is raised here, as by correct_batch
             except WorkerCrashedError:
