@@ -134,19 +134,30 @@ def test_an_awaited_call_whose_process_dies_is_corrected_again(pool, monkeypatch
     assert victim not in pool._workers  # replaced
 
 
-def test_an_awaited_call_cancelled_mid_way_leaves_no_answer_behind(pool):
+def test_an_awaited_call_cancelled_mid_way_leaves_no_answer_behind(pool, monkeypatch):
     """A cancelled awaited call (the service shutting down) has its answer read and its process
     freed: the next calls get their own results."""
     import asyncio
 
     import uvloop
 
+    from corrector.runtime import processes
+
     async def cancel_one():
+        waiting = asyncio.Event()
+        readable = processes._readable
+
+        async def watched(loop, conn):
+            waiting.set()
+            await readable(loop, conn)
+
+        monkeypatch.setattr(processes, "_readable", watched)
         task = asyncio.ensure_future(pool.correct_batch_async(["少先队员因该为老人让坐。"] * 4))
-        await asyncio.sleep(0.001)  # sent, not answered yet
+        await waiting.wait()  # sent, its answer awaited
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        monkeypatch.setattr(processes, "_readable", readable)
 
     uvloop.run(cancel_one())
     assert [r.source for r in pool.correct_batch(TEXTS)] == TEXTS
