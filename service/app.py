@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -243,7 +244,8 @@ class PlainCorrectRequests:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope["app"].state if "app" in scope else None
         if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/correct"
-                or state is None or state.batcher is None or not _is_plain_json(scope)):
+                or state is None or state.batcher is None
+                or _media_type(Headers(scope=scope).get("content-type")) != "application/json"):
             await self.app(scope, receive, send)
             return
         chunks = []
@@ -266,13 +268,6 @@ class PlainCorrectRequests:
         await response(scope, receive, send)
 
 
-def _is_plain_json(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return value.split(b";")[0].strip().lower() == b"application/json"
-    return False
-
-
 def _plain_request(body: bytes, settings: Settings) -> CorrectRequest | None:
     """The request, parsed as FastAPI parses it (json.loads, then the model), when it can be
     corrected as it is; None for anything the route must answer."""
@@ -284,10 +279,15 @@ def _plain_request(body: bytes, settings: Settings) -> CorrectRequest | None:
     return request
 
 
+def _media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type value, lowercased, without its parameters."""
+    return (content_type or "").split(";")[0].strip().lower()
+
+
 def _is_json_content_type(request: Request) -> bool:
     # FastAPI only parses application/json and */*+json bodies as JSON (none at all when the
     # header is missing), so anything else would fail validation with a misleading message.
-    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    media = _media_type(request.headers.get("content-type"))
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
