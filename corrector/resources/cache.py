@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from ..outputs import atomic_output
 
 T = TypeVar("T")
 MAGIC = b"CSC-CACHE-1\n"
@@ -64,15 +65,9 @@ def write_entry(path: Path, payload: bytes) -> bool:
     """Write a cache file atomically; False where the directory cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(MAGIC + hashlib.sha256(payload).digest())
-                handle.write(payload)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_output(path, "wb") as handle:
+            handle.write(MAGIC + hashlib.sha256(payload).digest())
+            handle.write(payload)
     except OSError:
         return False
     return True
