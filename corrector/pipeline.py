@@ -15,7 +15,8 @@ on the batch threads (runtime/threads.py). A text in traditional script goes thr
 in simplified form, one character for one (text/script.py), and its accepted edits are written
 back in its script. Edits are applied by offset to the original string, so everything that is
 not a corrected character — ASCII, digits, URLs, emoji, punctuation, full-width forms, spaces,
-newlines — comes back byte for byte.
+newlines — comes back byte for byte; so do invisible characters (zero-width spaces, joiners,
+soft hyphens), which no stage reads (text/invisible.py: read without them, edits mapped back).
 
 Three passes by default (`CorrectorConfig.passes`): the sentences that got edits are corrected
 once more as corrected, from a lower threshold, their edited characters and neighbours examined
@@ -59,6 +60,7 @@ from .runtime.passes import make_batch
 from .runtime.threads import batch_pool, blas_threads, cpu_threads
 from .scored import ScoredBatch, ScoredCandidate, scored_candidates
 from .scoring import Scorer, probability
+from .text.invisible import Visible, visible_texts
 from .text.protection import WordFrequency, read_whitelist
 from .text.script import OFF, ScriptConverter
 from .text.segmentation import sentence_spans, sentence_units
@@ -74,7 +76,6 @@ MIN_SPLIT_ITEMS = 8
 # split from 2 texts. Measured (median ms per call, calling thread on one torch thread as in the
 # service, five runs): 2 texts 18.5 split vs 23.0 not, 4 texts 27.6 vs 32.6, 8 texts 49.4 vs 55.7.
 MIN_SPLIT_ITEMS_ONNX = 1
-
 
 MAX_PASSES = 3  # CorrectorConfig.passes
 
@@ -137,7 +138,7 @@ def whitelist_terms(whitelist: Iterable[str] | Path) -> list[str]:
         whitelist = read_whitelist(whitelist)
     elif isinstance(whitelist, str):
         whitelist = [whitelist]  # one term, not its characters
-    return [t for t in whitelist if t]
+    return [Visible.of(t).text for t in whitelist if t]  # matched in texts read without invisible characters
 
 
 class Corrector:
@@ -213,9 +214,7 @@ class Corrector:
         self.featurizer = Featurizer(bundle, self.words, self.vocab_to_lm, self.config.proper_noun_hmm)
 
     def _start_workers(self) -> None:
-        workers = self.config.workers
-        if workers is None:
-            workers = 2 if self.bundle.device_type == "cpu" and cpu_threads() >= 2 else 1
+        workers = self.config.workers or (2 if self.bundle.device_type == "cpu" and cpu_threads() >= 2 else 1)
         self.workers = workers
         self._threads_per_worker = max(1, cpu_threads() // workers)
         self._min_split_items = MIN_SPLIT_ITEMS_ONNX if self.runtime == "onnxruntime" else MIN_SPLIT_ITEMS
@@ -254,7 +253,7 @@ class Corrector:
     ) -> list[Result]:
         """Correct many texts (any iterable of str); `threshold` overrides the minimum edit
         confidence for this call."""
-        texts = text_list(texts)
+        visible, texts = visible_texts(text_list(texts))  # read without ZWSP, ZWJ ... (text/invisible.py)
         threshold = self.scorer.threshold if threshold is None else probability(threshold)
         results = self._correct_once(texts, batch_size, threshold)
         changed = range(len(texts))
@@ -262,7 +261,7 @@ class Corrector:
             if not changed:
                 break
             results, changed = self._recorrect(texts, results, batch_size, threshold, changed)
-        return results
+        return [v.restore(result) for v, result in zip(visible, results, strict=True)]
 
     def score_candidates(
         self, texts: Iterable[str], batch_size: int | None = None, detection_threshold: float | None = None
@@ -273,9 +272,9 @@ class Corrector:
         and fit with `Scorer.fit([c.features for c in cands], labels)`. A lower
         `detection_threshold` here yields candidates for positions the detector is unsure about
         too. A traditional-script text is scored as the model reads it: `source` and `target` are
-        then simplified characters.
+        then simplified characters. Positions are offsets into the texts as written.
         """
-        texts = text_list(texts)
+        visible, texts = visible_texts(text_list(texts))
         model_texts = self._model_texts(texts)
         threshold = (self.scorer.detection_threshold if detection_threshold is None
                      else probability(detection_threshold, "detection_threshold"))
@@ -285,7 +284,8 @@ class Corrector:
             scored = self._score_batch(model_texts, group, threshold, rule_floor=0.0)
             return [] if scored is None else scored_candidates(scored, self.scorer.with_prior(scored.features))
 
-        return [c for _, found in self._run(model_texts, batch_size, run_batch, originals=texts) for c in found]
+        return [dataclasses.replace(c, position=visible[c.text_index].position(c.position))
+                for _, found in self._run(model_texts, batch_size, run_batch, originals=texts) for c in found]
 
     # ---- the pipeline -----------------------------------------------------------------------
 
@@ -372,9 +372,8 @@ class Corrector:
 
     def _model_texts(self, texts: Sequence[str]) -> list[str]:
         """The texts as the model reads them: traditional ones in simplified script (script.py)."""
-        if self.script is None:
-            return list(texts)
-        return [self.script.model_text(text) if isinstance(text, str) else text for text in texts]
+        script = self.script
+        return [script.model_text(text) if script is not None and isinstance(text, str) else text for text in texts]
 
     def _items(self, texts: Sequence[str], originals: Sequence[str] | None = None,
                within: Sequence[set[int]] | None = None, examine: Sequence[set[int]] | None = None) -> list[Item]:
