@@ -14,6 +14,7 @@ import sys
 from corrector.runtime import RUNTIMES
 from corrector.text.script import CHOICES as TRADITIONAL_CHOICES
 
+from .protocol import uvicorn_options
 from .settings import ENV_PREFIX, Settings
 
 
@@ -59,7 +60,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--turn-chars", type=int,
                    help="most characters of one request in one corrector call (default 512)")
     p.add_argument("--body-timeout-s", type=float,
-                   help="seconds a request body may take to arrive, 408 after (default 10)")
+                   help="seconds the whole request body may take to arrive after its head, 408 after (default 10)")
+    p.add_argument("--head-timeout-s", type=float,
+                   help="seconds a request head (line and headers) may take to arrive, 408 after (default 10)")
+    p.add_argument("--max-head-bytes", type=int, help="largest request head, 431 beyond (default 65536)")
+    p.add_argument("--max-connections", type=int,
+                   help="most open connections; more are answered 503 and closed (default 1000)")
+    p.add_argument("--keep-alive-s", type=int, help="seconds an idle kept-alive connection stays open (default 5)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None,
                    help="skip the warm-up correction at start-up")
     p.add_argument("--log-level", help="uvicorn log level (default info)")
@@ -89,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=settings.workers,
         log_level=settings.log_level,
         access_log=settings.access_log,
+        **uvicorn_options(settings),  # the head deadline and size, the connection cap (protocol.py)
     )
 
 

@@ -7,7 +7,6 @@ every request through `app.state.batcher`; tests inject a corrector via `create_
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -29,8 +28,9 @@ from corrector.runtime.processes import WorkerCrashedError
 
 from .batching import Batcher, QueueFullError, ShuttingDownError, SupportsCorrectBatch
 from .metrics import Metrics, MetricsMiddleware
-from .routes import ClientDisconnected, InputError, RequestTooCostly, check_request, corrected, router
-from .schemas import CorrectRequest, ErrorItem, ErrorResponse, sanitize, summarize
+from .parsing import RequestError, echo, read_correct_request, validation_errors
+from .routes import ClientDisconnected, corrected, router
+from .schemas import ErrorItem, ErrorResponse, summarize
 from .settings import Settings
 
 log = logging.getLogger("service")
@@ -105,13 +105,14 @@ def error_response(status: int, errors: list[ErrorItem], detail: str | None = No
 
 
 class BodySizeLimitMiddleware:
-    """Refuses request bodies over `max_bytes` with 413 before anything parses them, bodies that
-    stop arriving for `timeout_s` with 408, and JSON bodies that are not UTF-8 with 400.
+    """Refuses request bodies over `max_bytes` with 413 before anything parses them, bodies not
+    complete `timeout_s` after their request head with 408, and JSON bodies that are not UTF-8
+    with 400.
 
     Content-Length is checked first; a chunked or lying client is caught while the body streams
-    in, so memory stays bounded either way. A client that sends part of a body and then nothing
-    would otherwise hold its connection (and the buffered part) for as long as it likes. The
-    buffered body is replayed to the app.
+    in, so memory stays bounded either way. The deadline is for the whole body, not for each
+    part: 13 bytes dripped over 42 s used to be accepted, and 60 clients dripping nearly 4 MiB
+    each held 240 MB for as long as they liked. The buffered body is replayed to the app.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 10.0) -> None:
@@ -129,12 +130,14 @@ class BodySizeLimitMiddleware:
             return
         chunks: list[bytes] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         while True:
             try:
-                message = await asyncio.wait_for(receive(), self.timeout_s)
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 error = ErrorItem(loc=["body"], type="body_timeout",
-                                  msg=f"no part of the request body arrived for {self.timeout_s:g} s")
+                                  msg=f"the request body did not arrive within {self.timeout_s:g} s")
                 await error_response(408, [error], headers={"Connection": "close"})(scope, receive, send)
                 return
             if message["type"] == "http.disconnect":
@@ -222,32 +225,34 @@ class ErrorMiddleware:
             await error_response(500, [error])(scope, receive, send)
 
 
-class PlainCorrectRequests:
-    """Answers a plain `POST /correct` itself — a JSON body (Content-Type application/json) that
-    validates as a `CorrectRequest` and has nothing to report (routes.check_request) — with the
-    route's own calls, without FastAPI's per-request machinery in between (routing, dependency
-    solving, the exception middleware, its response handling). Everything else goes on to the
-    route with the body replayed, so every error is still answered by the code that documents it;
-    the batcher's 503s are answered with the same handler.
+class CorrectRequests:
+    """Answers every JSON `POST /correct` itself (Content-Type application/json or
+    application/*+json): the body is read once (`parsing.read_correct_request`, bounded in cost
+    whatever it holds), every error answered from there, the rest corrected with the route's own
+    call, without FastAPI's per-request machinery in between (routing, dependency solving, the
+    exception middleware, its response handling). The route sees only bodies of other types (415).
 
-    Why: under load the serving process shares the 2 cores with the correction processes, and its
-    Python runs from a cache they keep evicting (0.6-0.7 ms a request there against 0.2 ms alone),
-    while each lane's round trip to its clients waits on it. Alone (instant corrector) 0.21 -> 0.12
-    ms of CPU a request; 8-client load test, alternated with the route alone: 387-416 against
-    366-395 req/s, p50 18.7-20.3 against 19.6-21.3 ms, the lanes busy 88.5 % against 86.4 %.
+    Why here: under load the serving process shares the 2 cores with the correction processes,
+    and its Python runs from a cache they keep evicting (0.6-0.7 ms a request there against 0.2
+    ms alone), while each lane's round trip to its clients waits on it. Alone (instant corrector)
+    0.21 -> 0.12 ms of CPU a request; 8-client load test, alternated with the route alone:
+    387-416 against 366-395 req/s, p50 18.7-20.3 against 19.6-21.3 ms. A body over
+    THREAD_PARSE_BYTES is parsed on a thread, so the event loop keeps answering meanwhile (ijson's
+    walk of a body with many commas gives up the GIL between its events).
     Sits inside ErrorMiddleware (an unexpected error is still a logged 500) and the body limits.
     """
+
+    THREAD_PARSE_BYTES = 256 * 1024
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope["app"].state if "app" in scope else None
         if (scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/correct"
-                or state is None or state.batcher is None
-                or _media_type(Headers(scope=scope).get("content-type")) != "application/json"):
+                or "app" not in scope or not _is_json_media(Headers(scope=scope).get("content-type"))):
             await self.app(scope, receive, send)
             return
+        state = scope["app"].state
         chunks = []
         while True:  # one message: BodySizeLimitMiddleware has read the body and replays it whole
             message = await receive()
@@ -257,26 +262,19 @@ class PlainCorrectRequests:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        request = _plain_request(body, state.settings)
-        if request is None:
-            await self.app(scope, replaying(body, receive), send)
-            return
         try:
+            if len(body) > self.THREAD_PARSE_BYTES:
+                request = await asyncio.to_thread(read_correct_request, body, state.settings)
+            else:
+                request = read_correct_request(body, state.settings)
+            if state.batcher is None:  # only between shutdown start and process exit
+                raise ShuttingDownError("the model is not loaded")
             response = await corrected(request, state.batcher, receive)
+        except RequestError as exc:
+            response = error_response(exc.status, exc.errors)
         except (QueueFullError, ShuttingDownError, WorkerCrashedError) as exc:
             response = _busy_response(exc)
         await response(scope, receive, send)
-
-
-def _plain_request(body: bytes, settings: Settings) -> CorrectRequest | None:
-    """The request, parsed as FastAPI parses it (json.loads, then the model), when it can be
-    corrected as it is; None for anything the route must answer."""
-    try:
-        request = CorrectRequest.model_validate(json.loads(body))
-        check_request(request, settings)
-    except (ValueError, RecursionError, InputError, RequestTooCostly):  # ValidationError is a ValueError
-        return None
-    return request
 
 
 def _media_type(content_type: str | None) -> str:
@@ -284,70 +282,31 @@ def _media_type(content_type: str | None) -> str:
     return (content_type or "").split(";")[0].strip().lower()
 
 
-def _is_json_content_type(request: Request) -> bool:
+def _is_json_media(content_type: str | None) -> bool:
     # FastAPI only parses application/json and */*+json bodies as JSON (none at all when the
     # header is missing), so anything else would fail validation with a misleading message.
-    media = _media_type(request.headers.get("content-type"))
+    media = _media_type(content_type)
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-# Messages for pydantic/FastAPI error types whose default wording does not say what to fix.
-_CLEARER = {
-    "string_unicode": "body is not valid Unicode (e.g. a lone surrogate escape such as \\ud800 in a key)",
-    "model_attributes_type": "body must be a JSON object such as {\"text\": \"...\"}",
-}
-
-
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    if request.method == "POST" and not _is_json_content_type(request):
-        error = ErrorItem(
-            loc=["header", "content-type"],
-            type="unsupported_media_type",
-            msg=f"Content-Type is {request.headers.get('content-type')!r}; send the body as application/json",
-        )
+    content_type = request.headers.get("content-type")
+    if request.method == "POST" and not _is_json_media(content_type):
+        what = f"Content-Type is {echo(content_type)!r}" if content_type else "the Content-Type header is missing"
+        error = ErrorItem(loc=["header", "content-type"], type="unsupported_media_type",
+                          msg=f"{what}; send the body as application/json")
         return error_response(415, [error])
-    errors: list[ErrorItem] = []
-    for e in exc.errors():
-        kind = str(e.get("type", "invalid"))
-        loc = [sanitize(p) for p in e.get("loc", ())]
-        msg = _CLEARER.get(kind, str(e.get("msg", "invalid value")))
-        if kind == "json_invalid":
-            # FastAPI puts the character offset in loc; say it in words instead.
-            offset = loc[1] if len(loc) > 1 else None
-            msg = f"invalid JSON at character {offset}: {(e.get('ctx') or {}).get('error', 'decode error')}"
-            loc = ["body"]
-        errors.append(ErrorItem(loc=loc, type=kind, msg=sanitize(msg)))
-    status = 400 if any(e.type == "json_invalid" for e in errors) else 422
-    return error_response(status, errors)
+    # FastAPI's locations start with where the value was ("body", "query"); validation_errors adds "body".
+    errors = [{**e, "loc": tuple(e.get("loc", ()))[1:]} for e in exc.errors()]
+    return error_response(422, validation_errors(errors))
 
 
-async def _input_error(request: Request, exc: InputError) -> JSONResponse:
-    return error_response(422, exc.errors)
-
-
-def loc_is_body(request: Request) -> bool:
-    return request.method == "POST" and request.url.path == "/correct"
-
-
-def _body_parse_problem(cause: BaseException | None) -> str:
-    """What FastAPI's 400 "There was an error parsing the body" was about, in words."""
-    if isinstance(cause, RecursionError):
-        return "JSON body is nested too deeply"
-    if isinstance(cause, ValueError) and "digits" in str(cause):
-        # Python refuses to convert integers of more than 4300 digits (CVE-2020-10735).
-        return f"a number in the JSON body is too long ({cause})"
-    if isinstance(cause, UnicodeDecodeError):
-        return "body could not be decoded; send UTF-8 encoded JSON"
-    return f"body could not be parsed as JSON ({type(cause).__name__ if cause else 'unknown error'})"
+async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
+    return error_response(exc.status, exc.errors)
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    # FastAPI raises 400 "There was an error parsing the body" for bodies json.loads gives up on
-    # with something other than a JSONDecodeError: too deep, a number too long.
-    kind, msg = f"http_{exc.status_code}", sanitize(str(exc.detail))
-    if exc.status_code == 400 and loc_is_body(request):
-        kind, msg = "invalid_body", sanitize(_body_parse_problem(exc.__cause__))
-    error = ErrorItem(loc=["request"], type=kind, msg=msg)
+    error = ErrorItem(loc=["request"], type=f"http_{exc.status_code}", msg=echo(str(exc.detail)))
     return error_response(exc.status_code, [error], headers=getattr(exc, "headers", None))
 
 
@@ -362,10 +321,6 @@ def _busy_response(exc: Exception) -> JSONResponse:
         log.warning("answered 503: %s", exc)
     error = ErrorItem(loc=["server"], type=kind, msg=str(exc))
     return error_response(503, [error], headers={"Retry-After": "1"})
-
-
-async def _too_costly(request: Request, exc: RequestTooCostly) -> JSONResponse:
-    return error_response(413, exc.errors)
 
 
 def _offline_docs(app: FastAPI) -> None:
@@ -439,6 +394,9 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
         description="Corrects misspelt Chinese characters. See docs/service.md for limits and errors.",
         lifespan=lifespan,
         docs_url=None,  # _offline_docs
+        redoc_url=None,  # ReDoc loads its script from a CDN: /docs is the offline page
+        # POST /correct/ would be redirected (307) to a Location built from the client's Host header.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -454,15 +412,14 @@ def create_app(settings: Settings | None = None, corrector: SupportsCorrectBatch
     _offline_docs(app)
 
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(InputError, _input_error)
+    app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(QueueFullError, _busy)
     app.add_exception_handler(ShuttingDownError, _busy)
     app.add_exception_handler(WorkerCrashedError, _busy)
-    app.add_exception_handler(RequestTooCostly, _too_costly)
 
     # Added last = outermost: metrics also count the 413s the size limit produces.
-    app.add_middleware(PlainCorrectRequests)
+    app.add_middleware(CorrectRequests)
     app.add_middleware(ErrorMiddleware)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)

@@ -37,7 +37,7 @@ class Metrics:
             "csc_http_request_duration_seconds", "HTTP request latency by path", ["path"],
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
-        self.texts = Counter("csc_texts_corrected_total", "Texts passed to the corrector", registry=self.registry)
+        self.texts = Counter("csc_texts_corrected_total", "Texts corrected and answered", registry=self.registry)
         self.batch_size = Histogram(
             "csc_batch_size_texts", "Texts per corrector call (micro-batch size)",
             buckets=BATCH_BUCKETS, registry=self.registry,
@@ -64,7 +64,6 @@ class Metrics:
         )
 
     def observe_batch(self, n_texts: int, n_requests: int, seconds: float) -> None:
-        self.texts.inc(n_texts)
         self.batch_size.observe(n_texts)
         self.batch_requests.observe(n_requests)
         self.inference.observe(seconds)
@@ -76,6 +75,9 @@ class Metrics:
 # The status label of a request whose client went away before any answer was sent (nginx's 499):
 # nothing was answered, so it is neither a success nor a server error.
 CLIENT_CLOSED = "client_closed"
+# Set in a request's scope by the server protocol (protocol.py) when its connection was lost
+# before the answer was complete: whatever the app answered, nobody received it.
+CLIENT_GONE = "csc.client_gone"
 
 
 class MetricsMiddleware:
@@ -120,5 +122,7 @@ class MetricsMiddleware:
         finally:
             if status is None:
                 status = CLIENT_CLOSED if disconnected else 500
+            elif scope.get(CLIENT_GONE):
+                status = CLIENT_CLOSED
             self.metrics.latency.labels(path).observe(time.perf_counter() - start)
             self.metrics.requests.labels(path, scope["method"], str(status)).inc()

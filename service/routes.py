@@ -13,22 +13,16 @@ from starlette.types import Receive
 from corrector import __version__ as VERSION
 
 from .batching import Batcher, ShuttingDownError
-from .schemas import (
-    CorrectRequest,
-    CorrectResponse,
-    ErrorItem,
-    ErrorResponse,
-    HealthResponse,
-    find_text_problems,
-)
+from .parsing import check_request
+from .schemas import CorrectRequest, CorrectResponse, ErrorResponse, HealthResponse
 
 INDEX_HTML = Path(__file__).resolve().parent / "static" / "index.html"
 
 router = APIRouter()
 
 _ERRORS = {
-    400: {"model": ErrorResponse, "description": "Body is not valid JSON (or not UTF-8)."},
-    408: {"model": ErrorResponse, "description": "Body did not arrive within body_timeout_s."},
+    400: {"model": ErrorResponse, "description": "Body empty, not valid JSON, or not UTF-8."},
+    408: {"model": ErrorResponse, "description": "Body not complete within body_timeout_s."},
     413: {"model": ErrorResponse, "description": "Body larger than max_body_bytes, or more characters than "
                                                  "max_request_chars in all."},
     415: {"model": ErrorResponse, "description": "Body is not application/json."},
@@ -36,22 +30,6 @@ _ERRORS = {
     503: {"model": ErrorResponse, "description": "Queue full, a correction process restarting, or shutting "
                                                  "down; retry after Retry-After seconds."},
 }
-
-
-class InputError(Exception):
-    """Content problems of a well-formed request, answered as one 422 listing all of them."""
-
-    def __init__(self, errors: list[ErrorItem]) -> None:
-        super().__init__(f"{len(errors)} input problem(s)")
-        self.errors = errors
-
-
-class RequestTooCostly(Exception):
-    """A well-formed request with more characters in all than one request may cost (413)."""
-
-    def __init__(self, errors: list[ErrorItem]) -> None:
-        super().__init__(errors[0].msg)
-        self.errors = errors
 
 
 class ClientDisconnected(Exception):
@@ -87,19 +65,6 @@ def _batcher(request: Request) -> Batcher:
     return batcher
 
 
-def check_request(body: CorrectRequest, settings) -> None:
-    """Raises InputError (every content problem) or RequestTooCostly for a request that must not
-    be corrected."""
-    problems = find_text_problems(body, settings.max_texts, settings.max_text_chars)
-    if problems:
-        raise InputError(problems)
-    if (chars := sum(len(t) for t in body.all_texts())) > settings.max_request_chars:
-        raise RequestTooCostly([ErrorItem(
-            loc=["body", "texts" if body.is_batch else "text"], type="request_too_costly",
-            msg=f"{chars} characters in all; at most {settings.max_request_chars} per request: send them "
-                "in several requests")])
-
-
 async def corrected(body: CorrectRequest, batcher: Batcher, receive: Receive) -> JSONResponse:
     """The answer to a checked request: its texts corrected, in order, each with the request's
     `elapsed_ms`; ClientDisconnected if the client goes away first (its work is dropped)."""
@@ -107,6 +72,7 @@ async def corrected(body: CorrectRequest, batcher: Batcher, receive: Receive) ->
     work = asyncio.ensure_future(batcher.correct(body.all_texts(), body.threshold))
     results = await _unless_disconnected(receive, work)
     elapsed_ms = round((time.perf_counter() - start) * 1000, 3)
+    batcher.metrics.texts.inc(len(results))  # texts answered, not the pieces a long one was cut into
     items = [{**result.to_dict(), "elapsed_ms": elapsed_ms} for result in results]
     # Answered as built: FastAPI would validate these dicts against `response_model` (which stays
     # the documented schema) before encoding them, 13 % of a request's time in the serving
@@ -121,12 +87,13 @@ async def corrected(body: CorrectRequest, batcher: Batcher, receive: Receive) ->
     summary="Correct one text (`text`) or several (`texts`, answered as a list in the same order)",
 )
 async def correct(body: CorrectRequest, request: Request) -> JSONResponse:
-    # A plain request never gets here: app.PlainCorrectRequests answers it with the same two
-    # calls. This route answers the rest (and documents the endpoint).
+    # A JSON body never gets here: app.CorrectRequests reads it once and answers it with the same
+    # calls. This route documents the endpoint (and FastAPI answers other media types 415).
     check_request(body, request.app.state.settings)
     return await corrected(body, _batcher(request), request.receive)
 
 
+@router.head("/health", include_in_schema=False)  # probes that only look at the status line
 @router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
 async def health(request: Request) -> JSONResponse:
     settings = request.app.state.settings

@@ -20,6 +20,7 @@ _BAD_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # JSON "\ud800" decodes to a lone surrogate in Python; it cannot be encoded as UTF-8, so it
 # would fail only when the response is written (a 500) unless rejected here.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_ERRORS = 20  # problems listed in one error answer; the rest are counted
 
 
 def _offsets(pattern: re.Pattern, text: str) -> list[int]:
@@ -59,7 +60,9 @@ class CorrectRequest(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one_input(self) -> CorrectRequest:
-        if (self.text is None) == (self.texts is None):
+        # Given, not just non-null: {"text": "…", "texts": null} names two inputs and is refused.
+        given = self.model_fields_set & {"text", "texts"}
+        if len(given) != 1 or (self.text is None and self.texts is None):
             raise ValueError("give exactly one of 'text' (a string) or 'texts' (a list of strings)")
         return self
 
@@ -113,59 +116,52 @@ class HealthResponse(BaseModel):
 
 
 def find_text_problems(request: CorrectRequest, max_texts: int, max_text_chars: int) -> list[ErrorItem]:
-    """Every content problem of a structurally valid request; empty when it can be corrected.
+    """The content problems of a structurally valid request (`capped`); empty when it can be corrected. Too many texts is the only
+    problem reported for a request that has them: its items are not looked at.
 
     Empty strings, whitespace and emoji-only texts are legitimate: they come back unchanged.
     """
-    problems: list[ErrorItem] = []
     if request.texts is not None and len(request.texts) > max_texts:
-        problems.append(
-            ErrorItem(
-                loc=["body", "texts"],
-                type="too_many_texts",
-                msg=f"{len(request.texts)} texts given; at most {max_texts} per request",
-            )
-        )
+        return [ErrorItem(loc=["body", "texts"], type="too_many_texts",
+                          msg=f"{len(request.texts)} texts given; at most {max_texts} per request")]
+    problems: list[ErrorItem] = []
     for index, text in enumerate(request.all_texts()):
         loc: list[str | int] = ["body", "texts", index] if request.is_batch else ["body", "text"]
-        if not isinstance(text, str):
-            problems.append(
-                ErrorItem(loc=loc, type="string_type", msg=f"expected a string, got {_json_type(text)}")
-            )
-            continue
-        if len(text) > max_text_chars:
-            problems.append(
-                ErrorItem(
-                    loc=loc,
-                    type="text_too_long",
-                    msg=f"text has {len(text)} characters; the limit is {max_text_chars}",
-                )
-            )
-        controls = _offsets(_BAD_CONTROL, text)
-        if controls:
-            problems.append(
-                ErrorItem(
-                    loc=loc,
-                    type="control_character",
-                    msg=f"control character(s) at position(s) {_positions(controls)}; only tab, "
-                    "newline and carriage return are allowed",
-                )
-            )
-        surrogates = _offsets(_SURROGATE, text)
-        if surrogates:
-            problems.append(
-                ErrorItem(
-                    loc=loc,
-                    type="lone_surrogate",
-                    msg=f"unpaired UTF-16 surrogate(s) at position(s) {_positions(surrogates)}; "
-                    "text must be valid Unicode",
-                )
-            )
+        problems += _text_problems(text, loc, max_text_chars)
+    return capped(problems)
+
+
+def capped(errors: list[ErrorItem], total: int | None = None) -> list[ErrorItem]:
+    """The first MAX_ERRORS of `errors`, and one item counting the rest (of `total`, where the
+    caller stopped listing them early): an answer stays small whatever the request held."""
+    total = len(errors) if total is None else total
+    if total <= MAX_ERRORS:
+        return errors
+    return errors[:MAX_ERRORS] + [ErrorItem(loc=["body"], type="more_errors",
+                                            msg=f"{total - MAX_ERRORS} more problem(s) not listed")]
+
+
+def _text_problems(text: Any, loc: list[str | int], max_text_chars: int) -> list[ErrorItem]:
+    if not isinstance(text, str):
+        return [ErrorItem(loc=loc, type="string_type", msg=f"expected a string, got {_json_type(text)}")]
+    problems = []
+    if len(text) > max_text_chars:
+        problems.append(ErrorItem(loc=loc, type="text_too_long",
+                                  msg=f"text has {len(text)} characters; the limit is {max_text_chars}"))
+    if controls := _offsets(_BAD_CONTROL, text):
+        problems.append(ErrorItem(loc=loc, type="control_character",
+                                  msg=f"control character(s) at position(s) {_positions(controls)}; only tab, "
+                                      "newline and carriage return are allowed"))
+    if surrogates := _offsets(_SURROGATE, text):
+        problems.append(ErrorItem(loc=loc, type="lone_surrogate",
+                                  msg=f"unpaired UTF-16 surrogate(s) at position(s) {_positions(surrogates)}; "
+                                      "text must be valid Unicode"))
     return problems
 
 
 def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object"}
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object",
+             type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 

@@ -95,7 +95,16 @@ class Settings(BaseSettings):
     # 100,000 characters take ~8 s of the 2-core machine (~12,000 characters/s with two
     # correction processes); more belongs in several requests (or the CLI's --input).
     max_request_chars: int = Field(100_000, ge=1)
-    # Seconds a request body may take to stop arriving (408 after that).
+    # Seconds the whole request body may take to arrive after its head (408 after that).
     body_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # Slow and hostile clients (service/protocol.py): the request head must be complete this many
+    # seconds after the connection opened (or after its first byte, on a kept-alive connection),
+    # else 408; a head over max_head_bytes is answered 431; connections beyond max_connections
+    # are answered 503 and closed (keep it below the process's open-file limit); a kept-alive
+    # connection idle for keep_alive_s is closed (uvicorn's timeout_keep_alive).
+    head_timeout_s: float = Field(10.0, gt=0, le=3600)
+    max_head_bytes: int = Field(64 * 1024, ge=1024)
+    max_connections: int = Field(1000, ge=1)
+    keep_alive_s: int = Field(5, ge=1, le=3600)
     # Must fit max_texts * max_text_chars of CJK text (3 UTF-8 bytes a character) plus JSON.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)

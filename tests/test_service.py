@@ -124,29 +124,28 @@ def test_correct_batch_keeps_order(client):
     assert [strip_elapsed(item) for item in r.json()] == [expected(t) for t in texts]
 
 
-def test_plain_requests_are_answered_without_the_route_and_the_rest_reach_it(monkeypatch):
-    """A plain request (JSON body, valid, nothing to report) is answered by PlainCorrectRequests
-    as the route answers it, the same bytes but for elapsed_ms, without reaching the route;
-    anything the route must judge (a problem, another content type) reaches it."""
+def test_json_requests_are_read_once_without_the_route(monkeypatch):
+    """Every JSON request to /correct (application/json or application/*+json, valid or not) is
+    read once, by CorrectRequests, and never reaches the route; another media type reaches it
+    and gets 415."""
+    from service import app as app_module
     from service import routes
 
-    real, judged = routes.check_request, []
-
-    def spy(body, settings):
-        judged.append(body)
-        real(body, settings)
-
-    monkeypatch.setattr(routes, "check_request", spy)
+    reads, routed = [], []
+    real_read = app_module.read_correct_request
+    monkeypatch.setattr(app_module, "read_correct_request", lambda body, s: reads.append(body) or real_read(body, s))
+    monkeypatch.setattr(routes, "check_request", lambda body, s: routed.append(body))
     with make_client() as client:
         body = {"texts": [SENTENCE, "今天"], "threshold": 0.4}
         plain = client.post("/correct", json=body)
-        assert plain.status_code == 200 and judged == []
-        routed = client.post("/correct", json=body, headers={"content-type": "application/merge-patch+json"})
-        assert routed.status_code == 200 and len(judged) == 1
-        assert [strip_elapsed(i) for i in routed.json()] == [strip_elapsed(i) for i in plain.json()]
-        assert routed.headers["content-type"] == plain.headers["content-type"] == "application/json"
-        assert client.post("/correct", json={"text": "a\u0000b"}).status_code == 422 and len(judged) == 2
+        assert plain.status_code == 200 and len(reads) == 1
+        merge = client.post("/correct", json=body, headers={"content-type": "application/merge-patch+json"})
+        assert merge.status_code == 200 and len(reads) == 2
+        assert [strip_elapsed(i) for i in merge.json()] == [strip_elapsed(i) for i in plain.json()]
+        assert merge.headers["content-type"] == plain.headers["content-type"] == "application/json"
+        assert client.post("/correct", json={"text": "a\u0000b"}).status_code == 422 and len(reads) == 3
         assert client.post("/correct", content=json.dumps(body), headers={"content-type": "text/plain"}).status_code == 415
+    assert routed == []
 
 
 def test_threshold_is_applied_per_request(client):

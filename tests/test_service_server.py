@@ -27,6 +27,7 @@ import uvicorn
 from test_service import FakeCorrector, expected, strip_elapsed
 
 from service.app import create_app
+from service.protocol import uvicorn_options
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +102,9 @@ def service_subprocess(*args: str, startup_timeout_s: float = 300.0):
 @contextmanager
 def service_thread(app):
     """uvicorn serving `app` in a thread on a free port; yields the base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    # With the limits `python -m service` runs with (service/protocol.py), from the app's settings.
+    options = uvicorn_options(app.state.settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
