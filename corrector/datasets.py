@@ -4,6 +4,10 @@ Every format becomes a `Dataset`: a list of `Example(source, target)` pairs plus
 `Problem`s. Nothing is dropped or repaired silently:
 
 * a line that cannot be parsed is a ``malformed`` problem (with its line number) and yields no example;
+  so is a JSON record whose text holds a lone surrogate escape (``"\\ud800"``), which is not text
+  and could not be written to any output;
+* a file that cannot be read at all (missing, a directory, not a regular file, not UTF-8, a JSON
+  list that is invalid, nested too deeply or holds an over-long number) is a `DatasetError`;
 * a pair whose source and target differ in length is kept as an example (``same_length`` is
   False) and also reported as a ``length_mismatch`` problem, so each consumer decides what to do —
   the evaluator leaves such pairs out of its position-based metrics, fine-tuning skips them;
@@ -32,10 +36,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from .outputs import atomic_output
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA_ROOT_ENV_VAR = "CSC_SHARED_DATA"
@@ -182,7 +189,23 @@ def _split_sighan_spec(spec: str) -> tuple[str, str] | None:
     return head, tail
 
 
+def _check_regular(path: Path) -> None:
+    """Raise DatasetError unless `path` is a regular file: a FIFO would block the reader and a
+    device such as /dev/zero would be read until memory runs out."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError as err:
+        raise DatasetError(f"{path}: no such file") from err
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot be read ({err.strerror or err})") from err
+    if stat.S_ISDIR(mode):
+        raise DatasetError(f"{path}: is a directory, not a data file")
+    if not stat.S_ISREG(mode):
+        raise DatasetError(f"{path}: not a regular file (a device, pipe or socket)")
+
+
 def _read_text(path: Path) -> str:
+    _check_regular(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
@@ -208,6 +231,8 @@ def detect_format(path: str | Path) -> str:
     suffix = path.suffix.lower()
     if suffix in (".json", ".jsonl"):
         return "json"
+    if not path.is_file():
+        return "tsv"  # a directory, FIFO or device: opening it could block; the reader says why
     first = ""
     try:
         with path.open(encoding="utf-8") as handle:
@@ -265,6 +290,23 @@ def read_dataset(
     return dataset
 
 
+def dataset_files(spec: str | Path, format: str | None = None) -> list[Path]:
+    """The files `read_dataset(spec, format)` reads, resolved the same way (both halves of an
+    INPUT:TRUTH pair, the truth file beside a SIGHAN input), whether they exist or not: what an
+    output must never overwrite."""
+    spec = str(spec)
+    pair = _split_sighan_spec(spec)
+    if pair is not None:
+        return [resolve_path(pair[0]), resolve_path(pair[1])]
+    path = resolve_path(spec)
+    files = [path]
+    if path.is_file() and (format or detect_format(path)) == "sighan":
+        truth = find_sighan_truth(path)
+        if truth is not None:
+            files.append(truth)
+    return files
+
+
 def _check_pair(dataset: Dataset, example: Example) -> None:
     """Record the warnings a well-formed pair can still carry."""
     if not example.same_length:
@@ -295,7 +337,7 @@ def _full(dataset: Dataset, limit: int | None) -> bool:
 def read_tsv(path: str | Path, limit: int | None = None) -> Dataset:
     """``label<TAB>source<TAB>target`` or ``source<TAB>target`` lines (both may be mixed)."""
     path = Path(path)
-    dataset = Dataset(name=path.stem, path=str(path), format="tsv")
+    dataset = Dataset(name=displayable(path.stem), path=str(path), format="tsv")
     for number, line in _lines(_read_text(path)):
         if _full(dataset, limit):
             break
@@ -324,59 +366,103 @@ def read_tsv(path: str | Path, limit: int | None = None) -> Dataset:
         if not source:
             dataset.problems.append(Problem("malformed", number, "empty source sentence"))
             continue
-        _add(dataset, Example(source, target, id=f"{path.stem}-{number}", line=number, label=label))
+        _add(dataset, Example(source, target, id=f"{dataset.name}-{number}", line=number, label=label))
     return dataset
 
 
+@dataclass(frozen=True)
+class _Invalid:
+    """A JSON Lines line that could not be parsed, and why."""
+
+    reason: str
+
+
+def describe_json_error(err: ValueError | RecursionError) -> str:
+    """Why json.loads failed, in words: hostile input can hit the parser's recursion limit
+    ('[' * 100000) or Python's limit on digits in an integer, not only a syntax error."""
+    if isinstance(err, json.JSONDecodeError):
+        return err.msg
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if "digits" in str(err):
+        return "a number with too many digits"
+    return str(err)
+
+
 def _json_records(text: str, path: Path) -> Iterator[tuple[int, object]]:
-    """(line or record number, parsed object) for a JSON list or JSON Lines; malformed lines → None."""
+    """(line or record number, parsed object) for a JSON list or JSON Lines; a line that cannot
+    be parsed yields an `_Invalid`. A JSON list that cannot be parsed is a DatasetError."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
             records = json.loads(text)
         except json.JSONDecodeError as err:
             raise DatasetError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from err
+        except (ValueError, RecursionError) as err:
+            raise DatasetError(f"{path}: invalid JSON: {describe_json_error(err)}") from None
         yield from enumerate(records, start=1)
         return
     for number, line in _lines(text):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as err:
-            yield number, err
+            record = json.loads(line)
+        except (ValueError, RecursionError) as err:
+            yield number, _Invalid(describe_json_error(err))
+            continue
+        yield number, record
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when `text` holds a lone UTF-16 surrogate (JSON's "\\ud800" escape decodes to one):
+    such a string is not text, and writing it as UTF-8 fails."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def displayable(text: str) -> str:
+    """`text` with every surrogate replaced by U+FFFD: a file name that is not UTF-8 arrives with
+    surrogate escapes, and a data set's name is printed and written as UTF-8."""
+    if not has_lone_surrogate(text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def _json_example(record: object, number: int, stem: str) -> Example | str:
+    """The example of one JSON record, or why the record is malformed."""
+    if isinstance(record, _Invalid):
+        return f"invalid JSON: {record.reason}"
+    if not isinstance(record, dict):
+        return f"expected an object, found {type(record).__name__}"
+    fields = next(((s, t) for s, t in JSON_FIELD_PAIRS if s in record and t in record), None)
+    if fields is None:
+        wanted = " / ".join(f"{s}+{t}" for s, t in JSON_FIELD_PAIRS)
+        return f"record has none of the field pairs {wanted}"
+    source, target = record[fields[0]], record[fields[1]]
+    if not isinstance(source, str) or not isinstance(target, str) or not source:
+        return f"{fields[0]}/{fields[1]} must be non-empty strings"
+    record_id = str(record.get("id", f"{stem}-{number}"))
+    if any(has_lone_surrogate(text) for text in (source, target, record_id)):
+        # Rejected here so that no output (predictions, reports) fails to encode it later.
+        return "contains a lone surrogate escape (such as \\ud800), which is not text"
+    return Example(source, target, id=record_id, line=number)
 
 
 def read_json(path: str | Path, limit: int | None = None) -> Dataset:
     """A JSON list of records or JSON Lines, with one of the field pairs in `JSON_FIELD_PAIRS`."""
     path = Path(path)
-    dataset = Dataset(name=path.stem, path=str(path), format="json")
+    dataset = Dataset(name=displayable(path.stem), path=str(path), format="json")
     for number, record in _json_records(_read_text(path), path):
         if _full(dataset, limit):
             break
-        if isinstance(record, json.JSONDecodeError):
-            dataset.problems.append(Problem("malformed", number, f"invalid JSON: {record.msg}"))
-            continue
-        if not isinstance(record, dict):
-            dataset.problems.append(
-                Problem("malformed", number, f"expected an object, found {type(record).__name__}")
-            )
-            continue
-        fields = next(((s, t) for s, t in JSON_FIELD_PAIRS if s in record and t in record), None)
-        if fields is None:
-            wanted = " / ".join(f"{s}+{t}" for s, t in JSON_FIELD_PAIRS)
-            dataset.problems.append(
-                Problem("malformed", number, f"record has none of the field pairs {wanted}")
-            )
-            continue
-        source, target = record[fields[0]], record[fields[1]]
-        if not isinstance(source, str) or not isinstance(target, str) or not source:
-            dataset.problems.append(
-                Problem("malformed", number, f"{fields[0]}/{fields[1]} must be non-empty strings")
-            )
-            continue
-        record_id = str(record.get("id", f"{path.stem}-{number}"))
-        _add(dataset, Example(source, target, id=record_id, line=number))
+        example = _json_example(record, number, dataset.name)
+        if isinstance(example, str):
+            dataset.problems.append(Problem("malformed", number, example))
+        else:
+            _add(dataset, example)
     return dataset
 
 
@@ -437,7 +523,7 @@ def read_sighan(input_path: str | Path, truth_path: str | Path, limit: int | Non
     """The original bake-off pair. Example line numbers refer to the input file; each problem
     names the file its line number refers to."""
     input_path, truth_path = Path(input_path), Path(truth_path)
-    dataset = Dataset(name=input_path.stem, path=f"{input_path}:{truth_path}", format="sighan")
+    dataset = Dataset(name=displayable(input_path.stem), path=f"{input_path}:{truth_path}", format="sighan")
     truth, truth_problems = read_sighan_truth(truth_path)
     dataset.problems.extend(truth_problems)
     seen: set[str] = set()
@@ -508,7 +594,9 @@ def format_truth_line(pid: str, source: str, prediction: str) -> str:
 def write_sighan_truth(path: str | Path, rows: Iterable[tuple[str, str, str]]) -> int:
     """Write (id, source, prediction) rows in the truth format; returns the number of lines."""
     lines = [format_truth_line(pid, source, prediction) for pid, source, prediction in rows]
-    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    # Written whole or not at all: a failed write leaves an earlier file as it was.
+    with atomic_output(path, "w", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in lines))
     return len(lines)
 
 

@@ -19,10 +19,22 @@ import os
 import sys
 from pathlib import Path
 
-from corrector.datasets import FORMATS, Dataset, DatasetError, read_dataset, write_sighan_truth
-from corrector.evaluation.sweep import DEFAULT_METRIC, calibrate, default_thresholds, write_calibration
+from corrector.datasets import (
+    FORMATS,
+    Dataset,
+    DatasetError,
+    dataset_files,
+    displayable,
+    read_dataset,
+    write_sighan_truth,
+)
+from corrector.evaluation.metrics import score_judgements
+from corrector.evaluation.sweep import DEFAULT_METRIC, SweepPoint, SweepResult, calibrate, default_thresholds
+from corrector.outputs import atomic_output
 from corrector.runtime import RUNTIMES
 
+from .files import OutputPlan, check_outputs, plan_outputs
+from .files import per_item_path as per_item_path  # where it lived before: imported from here too
 from .plots import plot_sweep
 from .report import format_dataset_table, format_summary, markdown_report, plain_table, prediction_row
 from .runner import DatasetRun, evaluate_dataset
@@ -139,17 +151,12 @@ def bootstrap_section(by_dataset: dict[str, list[DatasetRun]], samples: int) -> 
     return "\n".join(lines) + "\n" + plain_table(header, rows), document
 
 
-def per_item_path(path: Path, tag: str, several: bool) -> Path:
-    """`path` itself for a single output, else `stem-TAG.suffix` beside it."""
-    return path.with_name(f"{path.stem}-{tag}{path.suffix}") if several else path
-
-
 def unique_names(datasets: list[Dataset]) -> None:
     """Give data sets with the same file stem distinct names ('fixed/test2015' next to 'test2015')."""
     seen: set[str] = set()
     for dataset in datasets:
         if dataset.name in seen:
-            parent = Path(dataset.path.split(":")[0]).parent.name
+            parent = displayable(Path(dataset.path.split(":")[0]).parent.name)
             candidate = f"{parent}/{dataset.name}" if parent else dataset.name
             number = 2
             while candidate in seen:
@@ -213,12 +220,18 @@ def run_all(systems: list[NamedSystem], datasets: list[Dataset], args: argparse.
     return runs
 
 
+def write_sweep_json(path: Path, result: SweepResult) -> None:
+    """write_calibration's file (read_calibration reads it), written through atomic_output so
+    that a failed write leaves an earlier calibration intact."""
+    with atomic_output(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) + "\n")
+
+
 def run_sweeps(systems: list[NamedSystem], datasets: list[Dataset], args: argparse.Namespace,
-               errors: list[str]) -> dict[str, dict]:
+               plan: OutputPlan, errors: list[str]) -> dict[str, dict]:
     """--sweep: each system once at threshold 0, swept; {system: the sweep's summary}."""
     sweeps: dict[str, dict] = {}
     thresholds = default_thresholds(args.sweep_steps)
-    several = len(systems) > 1
     for system in systems:
         try:
             result = calibrate(
@@ -233,10 +246,10 @@ def run_sweeps(systems: list[NamedSystem], datasets: list[Dataset], args: argpar
                 progress=not args.no_progress,
             )
             summary = result.to_dict()
-            plot = plot_sweep(result, per_item_path(args.sweep_plot, system.name, several))
+            plot = plot_sweep(result, plan.sweep_plot[system.name])
             summary["plot"] = str(plot.resolve())
-            if args.sweep_json:
-                write_calibration(per_item_path(args.sweep_json, system.name, several), result)
+            if system.name in plan.sweep_json:
+                write_sweep_json(plan.sweep_json[system.name], result)
             sweeps[system.name] = summary
         except Exception as err:  # noqa: BLE001
             errors.append(f"sweep of {system.name}: {type(err).__name__}: {err}")
@@ -268,6 +281,12 @@ def print_tables(systems: list[NamedSystem], datasets: list[Dataset], runs: dict
     return by_dataset, bootstrap
 
 
+# The writers write through atomic_output (a failed write keeps the old file) with
+# errors="backslashreplace": a data set path that is not UTF-8 (surrogate escapes) reaches a JSON
+# file as a "\\udcff" escape, which is still valid JSON, instead of failing the write.
+TEXT = {"encoding": "utf-8", "errors": "backslashreplace"}
+
+
 def write_json(path: Path, systems: list[NamedSystem], names: list[str], runs: dict[str, dict[str, DatasetRun]],
                settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None) -> None:
     outputs = {s.name: system_output(s, runs[s.name]) for s in systems}
@@ -277,8 +296,8 @@ def write_json(path: Path, systems: list[NamedSystem], names: list[str], runs: d
         document["sweeps"] = sweeps
     if bootstrap:
         document["bootstrap"] = bootstrap
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    with atomic_output(path, "w", **TEXT) as handle:
+        handle.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
 
 
 def write_report(path: Path, systems: list[NamedSystem], by_dataset: dict[str, list[DatasetRun]], settings: dict,
@@ -287,13 +306,12 @@ def write_report(path: Path, systems: list[NamedSystem], by_dataset: dict[str, l
     # Link the curve images relative to the report, so the report folder can be moved.
     linked = [{**sweep, "plot": os.path.relpath(sweep["plot"], path.parent.resolve())} for sweep in sweeps.values()]
     text = markdown_report(by_dataset, settings, errors, models, linked)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n", encoding="utf-8")
+    with atomic_output(path, "w", **TEXT) as handle:
+        handle.write(text + "\n")
 
 
 def write_predictions(path: Path, systems: list[NamedSystem], runs: dict[str, dict[str, DatasetRun]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
+    with atomic_output(path, "w", **TEXT) as handle:
         for system in systems:
             for name, run in runs[system.name].items():
                 for outcome in run.outcomes:
@@ -301,11 +319,11 @@ def write_predictions(path: Path, systems: list[NamedSystem], runs: dict[str, di
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def write_sighan_predictions(path: Path, systems: list[NamedSystem], runs: dict[str, dict[str, DatasetRun]]) -> None:
-    pairs = [(s.name, name, run) for s in systems for name, run in runs[s.name].items()]
-    for system_name, name, run in pairs:
-        target = per_item_path(path, f"{name.replace('/', '_')}-{system_name}", len(pairs) > 1)
-        target.parent.mkdir(parents=True, exist_ok=True)
+def write_sighan_predictions(plan: OutputPlan, runs: dict[str, dict[str, DatasetRun]]) -> None:
+    for (system_name, name), target in plan.sighan.items():
+        run = runs.get(system_name, {}).get(name)
+        if run is None:
+            continue  # the system could not be built or failed on the data set: already reported
         rows = [
             (o.example.id, o.example.source, o.prediction)
             for o in run.outcomes
@@ -315,17 +333,68 @@ def write_sighan_predictions(path: Path, systems: list[NamedSystem], runs: dict[
         say(f"wrote {len(rows)} SIGHAN-format predictions to {target}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def write_outputs(plan: OutputPlan, systems: list[NamedSystem], names: list[str],
+                  runs: dict[str, dict[str, DatasetRun]], by_dataset: dict[str, list[DatasetRun]],
+                  settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None) -> None:
+    """Write every planned file; one that fails (a full disk) is reported in `errors` and the
+    others are still written."""
+    writers = []
+    if plan.json:
+        writers.append(("--json", lambda: write_json(plan.json, systems, names, runs, settings, errors, sweeps,
+                                                     bootstrap)))
+    if plan.report:
+        writers.append(("--report", lambda: write_report(plan.report, systems, by_dataset, settings, errors, sweeps)))
+    if plan.predictions:
+        writers.append(("--predictions", lambda: write_predictions(plan.predictions, systems, runs)))
+    if plan.sighan:
+        writers.append(("--sighan-predictions", lambda: write_sighan_predictions(plan, runs)))
+    for option, write in writers:
+        try:
+            write()
+        except (OSError, ValueError) as err:
+            errors.append(f"{option}: cannot write: {type(err).__name__}: {err}")
+            say(f"error: {option}: cannot write: {type(err).__name__}: {err}")
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The requested system names; a usage error (exit 2) for values that would only fail later."""
     try:
         names = parse_system_names(args.system)
     except ValueError as err:
-        build_parser().error(str(err))
+        parser.error(str(err))
     if args.batch_size < 1 or (args.limit is not None and args.limit < 0) or args.bootstrap < 0:
-        build_parser().error("--batch-size must be >= 1, --limit and --bootstrap >= 0")
+        parser.error("--batch-size must be >= 1, --limit and --bootstrap >= 0")
+    if args.sweep_steps < 2:
+        parser.error("--sweep-steps must be >= 2 (a sweep needs at least the thresholds 0 and 1)")
+    try:
+        # Looked up in the sweep's score layout now, as the sweep does at its end: the value and
+        # the precision/recall/F1 block it belongs to (the curve plots that block).
+        point = SweepPoint(0.0, score_judgements([]).to_dict())
+        point.value(args.sweep_metric)
+        point.curve_entry(args.sweep_metric)
+    except KeyError as err:
+        parser.error(f"--sweep-metric {args.sweep_metric}: {err.args[0]}; the sweep maximises a precision, "
+                     f"recall or F1 such as {DEFAULT_METRIC}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    names = check_arguments(parser, args)
     errors: list[str] = []
 
     datasets = read_all(args.datasets, args.format, args.limit, errors)
+    # Checked before any system is built or run: refusing costs seconds, a lost data set or an
+    # unwritable report found after an hour's run costs the run.
+    plan = plan_outputs(args, names, [d.name for d in datasets])
+    inputs = [path for spec in args.datasets for path in dataset_files(spec, args.format)]
+    refused = check_outputs(plan, inputs)
+    if refused:
+        for problem in refused:
+            say(f"error: {problem}")
+        say("nothing was run (exit status 2)")
+        return 2
     systems, system_errors = build_systems(names, model=args.model, device=args.device, quantize=args.quantize,
                                            runtime=args.runtime, passes=args.passes)
     for name, message in system_errors.items():
@@ -333,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: cannot build system {name}: {message}")
 
     runs = run_all(systems, datasets, args, errors)
-    sweeps = run_sweeps(systems, datasets, args, errors) if args.sweep else {}
+    sweeps = run_sweeps(systems, datasets, args, plan, errors) if args.sweep else {}
     by_dataset, bootstrap = print_tables(systems, datasets, runs, sweeps, args.bootstrap)
     settings = {
         "systems": ",".join(names),
@@ -344,14 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "format": args.format,
     }
-    if args.json:
-        write_json(args.json, systems, names, runs, settings, errors, sweeps, bootstrap)
-    if args.report:
-        write_report(args.report, systems, by_dataset, settings, errors, sweeps)
-    if args.predictions:
-        write_predictions(args.predictions, systems, runs)
-    if args.sighan_predictions:
-        write_sighan_predictions(args.sighan_predictions, systems, runs)
+    write_outputs(plan, systems, names, runs, by_dataset, settings, errors, sweeps, bootstrap)
 
     if errors:
         say(f"{len(errors)} error(s):\n  " + "\n  ".join(errors))

@@ -10,18 +10,27 @@ bootstrap interval and the share of resamples in which B is better (significance
   python -m evaluate.compare a.jsonl b.jsonl --bootstrap 2000
 
 A file holding several systems needs `--system-a` / `--system-b`. A line that is not a JSON
-object is reported with its line number and skipped; sentences found in only one file, or whose
-source or target differ between the files, are counted and left out of the comparison.
+object with the row's fields (not UTF-8, invalid or too deeply nested JSON, source, target and
+prediction of different lengths) is reported with its line number and skipped; sentences found
+in only one file, or whose source or target differ between the files, are counted and left out of
+the comparison.
+
+Exit status: 0 compared; 1 nothing to compare (no shared sentence, no rows of the chosen system,
+several systems and none chosen); 2 a usage error, a file that cannot be read or holds no
+prediction row at all, or a --json output that is an input or cannot be written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import stat
 import sys
 from pathlib import Path
 
+from corrector.datasets import describe_json_error, displayable, has_lone_surrogate
 from corrector.evaluation.metrics import Judgement, judge
+from corrector.outputs import atomic_output, check_writable, output_clashes
 
 from .report import plain_table
 from .significance import DEFAULT_LEVEL, DEFAULT_SAMPLES, paired_difference
@@ -29,27 +38,79 @@ from .significance import DEFAULT_LEVEL, DEFAULT_SAMPLES, paired_difference
 POOLED = "pooled"
 
 
+class PredictionsFileError(Exception):
+    """A predictions file that cannot be used at all (missing, unreadable, no row in it)."""
+
+
+def _check_file(path: Path) -> None:
+    """Raise PredictionsFileError unless `path` is a readable regular file (a FIFO or device
+    would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        raise PredictionsFileError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if stat.S_ISDIR(mode):
+        raise PredictionsFileError(f"{path}: is a directory, not a predictions file")
+    if not stat.S_ISREG(mode):
+        raise PredictionsFileError(f"{path}: not a regular file (a device, pipe or socket)")
+
+
+def parse_row(raw: bytes) -> tuple[tuple[str, str], str, dict]:
+    """((data set, id), system, row) of one predictions line; ValueError says why it is unusable."""
+    try:
+        text = raw.decode("utf-8")  # strict: a damaged sentence is not compared, nor repaired
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        row = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"invalid JSON: {describe_json_error(err)}") from None
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    try:
+        key = (str(row["dataset"]), str(row.get("id") or row["line"]))
+        name = str(row["system"])
+        fields = (row["source"], row["target"], row["prediction"])
+    except KeyError as err:
+        raise ValueError(f"no field {err}") from None
+    if not all(isinstance(f, str) for f in fields):
+        raise ValueError("source, target and prediction must be strings")
+    if any(has_lone_surrogate(text) for text in (*key, name, *fields)):
+        raise ValueError("a lone surrogate escape (such as \\ud800) in a field")
+    if row.get("category") is not None and not len(fields[0]) == len(fields[1]) == len(fields[2]):
+        # The evaluator scores only same-length rows (category None otherwise): a scored row of
+        # different lengths is not its output, and could not be judged.
+        raise ValueError("a scored row whose source, target and prediction differ in length")
+    return key, name, row
+
+
 def read_predictions(path: Path, system: str | None, problems: list[str]) -> tuple[str, dict[tuple, dict]]:
-    """{(data set, id): row} of one system's scored rows; which system was read."""
+    """{(data set, id): row} of one system's scored rows; which system was read.
+
+    Raises PredictionsFileError for a file that cannot be used at all, ValueError when the
+    system to read is ambiguous or absent."""
+    _check_file(path)
     by_system: dict[str, dict[tuple, dict]] = {}
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError("not a JSON object")
-                key = (str(row["dataset"]), str(row.get("id") or row["line"]))
-                name = str(row["system"])
-                fields = (row["source"], row["target"], row["prediction"])
-                if not all(isinstance(f, str) for f in fields):
-                    raise ValueError("source, target and prediction must be strings")
-            except (ValueError, KeyError) as err:
-                problems.append(f"{path}:{number}: skipped: {type(err).__name__}: {err}")
-                continue
-            if row.get("category") is not None:  # None: excluded from scoring by the evaluator
-                by_system.setdefault(name, {})[key] = row
+    rows = skipped = 0
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    key, name, row = parse_row(raw)
+                except ValueError as err:
+                    skipped += 1
+                    problems.append(f"{path}:{number}: skipped: {err}")
+                    continue
+                rows += 1
+                if row.get("category") is not None:  # None: excluded from scoring by the evaluator
+                    by_system.setdefault(name, {})[key] = row
+    except OSError as err:
+        raise PredictionsFileError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if not rows:
+        raise PredictionsFileError(f"{path}: no prediction row ({skipped} line(s) skipped); "
+                                   "expected a `python -m evaluate --predictions` file")
     if system is None:
         if len(by_system) > 1:
             raise ValueError(f"{path} holds several systems ({', '.join(sorted(by_system))}); choose one")
@@ -94,15 +155,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_json_output(path: Path, inputs: list[Path]) -> str | None:
+    """Why --json cannot be written (it is one of the inputs, its folder cannot be made, it is
+    not writable), or None; asked before the files are read. Its folder is created, as before."""
+    clashes = output_clashes({"--json": path}, inputs)
+    if clashes:
+        return clashes[0]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"--json {path}: cannot create folder {path.parent}: {err.strerror or err}"
+    reason = check_writable(path)
+    return f"--json {path}: cannot be written: {reason}" if reason else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.bootstrap < 1:
         build_parser().error("--bootstrap must be >= 1")
+    if args.json and (refused := check_json_output(args.json, [args.a, args.b])):
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     problems: list[str] = []
     try:
         name_a, rows_a = read_predictions(args.a, args.system_a, problems)
         name_b, rows_b = read_predictions(args.b, args.system_b, problems)
-    except (OSError, ValueError) as err:
+    except PredictionsFileError as err:
+        # A binary file skips every "line": a few of them say why, the count says the rest.
+        more = [f"… {len(problems) - 5} more skipped line(s)"] if len(problems) > 5 else []
+        print("\n".join([*problems[:5], *more, f"error: {err}"]), file=sys.stderr)
+        return 2
+    except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     pairs = paired_judgements(rows_a, rows_b, problems)
@@ -114,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(pairs) > 1:
         pairs[POOLED] = ([j for a, _ in pairs.values() for j in a], [j for _, b in pairs.values() for j in b])
     results = {name: paired_difference(a, b, args.bootstrap, seed=args.seed) for name, (a, b) in pairs.items()}
-    label_a, label_b = f"A ({args.a.name}: {name_a})", f"B ({args.b.name}: {name_b})"
+    # displayable: a file name that is not UTF-8 would fail to print.
+    label_a, label_b = f"A ({displayable(args.a.name)}: {name_a})", f"B ({displayable(args.b.name)}: {name_b})"
     header = ["data set", "sentences", "A cor F1", "B cor F1", "B - A", f"{DEFAULT_LEVEL:.0%} interval", "share B better"]
     rows = [[name, str(len(pairs[name][0])), f"{100 * d.f1_a:.1f}", f"{100 * d.f1_b:.1f}", f"{100 * d.difference:+.1f}",
              f"[{100 * d.low:+.1f}, {100 * d.high:+.1f}]", f"{d.share_better:.3f}"] for name, d in results.items()]
@@ -123,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         document = {"a": {"file": str(args.a), "system": name_a}, "b": {"file": str(args.b), "system": name_b},
                     "datasets": {name: d.to_dict() for name, d in results.items()}, "problems": problems}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        try:
+            with atomic_output(args.json, "w", encoding="utf-8", errors="backslashreplace") as handle:
+                handle.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+        except (OSError, ValueError) as err:
+            print(f"error: --json {args.json}: cannot write: {err}", file=sys.stderr)
+            return 1
     return 0
 
 

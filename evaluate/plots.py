@@ -5,6 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from corrector.evaluation.sweep import SweepResult
+from corrector.outputs import atomic_output
+
+DEFAULT_PLOT_FORMAT = "png"
+
+
+def sweep_plot_path(path: str | Path) -> Path:
+    """Where `plot_sweep` writes: `path`, with '.png' appended when it has no extension (what
+    matplotlib's savefig does with such a name)."""
+    path = Path(path)
+    return path if path.suffix else path.with_name(f"{path.name.rstrip('.')}.{DEFAULT_PLOT_FORMAT}")
+
+
+def plot_format_problem(path: str | Path) -> str | None:
+    """Why matplotlib cannot write an image named `path` (an unknown extension), or None; asked
+    before a sweep, whose plot is only drawn at its end."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = sweep_plot_path(path).suffix.lstrip(".").lower()
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if suffix in supported:
+        return None
+    return f"matplotlib cannot write .{suffix} images (use one of {', '.join(sorted(supported))})"
 
 
 def plot_sweep(result: SweepResult, path: str | Path) -> Path:
@@ -42,8 +64,12 @@ def plot_sweep(result: SweepResult, path: str | Path) -> Path:
     ax.set_title(f"{result.system}: threshold sweep ({block})")
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
+    path = sweep_plot_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        # Drawn into a temporary file renamed at the end: a failed save keeps an older plot.
+        with atomic_output(path, "wb") as handle:
+            fig.savefig(handle, dpi=120, format=path.suffix.lstrip(".").lower())
+    finally:
+        plt.close(fig)
     return path
