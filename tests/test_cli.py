@@ -69,10 +69,16 @@ def test_file_is_streamed_a_block_at_a_time(monkeypatch):
     monkeypatch.setattr(cli, "BLOCK_LINES", 2)
     read = []
 
-    def lines():
-        for number, text in enumerate(["一", "二", "三", "四", "五"], 1):
-            read.append(number)
-            yield (text + "\r\n").encode()
+    class Lines:
+        """A binary stream that records which of its lines were read."""
+
+        texts = iter(enumerate(["一", "二", "三", "四", "五"], 1))
+
+        def readline(self, limit: int = -1) -> bytes:
+            for number, text in self.texts:
+                read.append(number)
+                return (text + "\r\n").encode()
+            return b""
 
     class Recorder:
         calls: list[tuple[list[str], int]] = []
@@ -83,7 +89,7 @@ def test_file_is_streamed_a_block_at_a_time(monkeypatch):
 
     out = io.StringIO(newline="")
     args = argparse.Namespace(json=False, no_progress=True)
-    assert cli.run_lines(Recorder(), lines(), "<test>", out, args) == 0
+    assert cli.run_lines(Recorder(), Lines(), "<test>", out, args) == 0
     # (texts of each call, lines read when it ran): never more than one block ahead.
     assert Recorder.calls == [(["一", "二"], 2), (["三", "四"], 4), (["五"], 5)]
     assert out.getvalue() == "一\r\n二\r\n三\r\n四\r\n五\r\n"
