@@ -280,6 +280,11 @@ def resume_step(cfg, accelerator, model: nn.Module, optimizer, scheduler, order:
         return 0
     step, extra = load_checkpoint(checkpoint, accelerator, model, optimizer, scheduler)
     order.position = extra["position"]
+    if accelerator.is_main_process:
+        # A run killed while writing a checkpoint leaves its temp dir; one past the step this
+        # run stops at would never be overwritten by a save.
+        for stale in checkpoint.parent.glob("step-*.tmp"):
+            shutil.rmtree(stale, ignore_errors=True)
     accelerator.print(f"resumed from {checkpoint} at step {step}")
     return step
 
