@@ -189,19 +189,25 @@ def _split_sighan_spec(spec: str) -> tuple[str, str] | None:
     return head, tail
 
 
-def _check_regular(path: Path) -> None:
-    """Raise DatasetError unless `path` is a regular file: a FIFO would block the reader and a
-    device such as /dev/zero would be read until memory runs out."""
+def regular_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a data file, or None for a regular file: a FIFO would block
+    the reader and a device such as /dev/zero would be read until memory runs out."""
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError as err:
-        raise DatasetError(f"{path}: no such file") from err
+    except FileNotFoundError:
+        return f"{path}: no such file"
     except OSError as err:
-        raise DatasetError(f"{path}: cannot be read ({err.strerror or err})") from err
+        return f"{path}: cannot be read ({err.strerror or err})"
     if stat.S_ISDIR(mode):
-        raise DatasetError(f"{path}: is a directory, not a data file")
+        return f"{path}: is a directory, not a data file"
     if not stat.S_ISREG(mode):
-        raise DatasetError(f"{path}: not a regular file (a device, pipe or socket)")
+        return f"{path}: not a regular file (a device, pipe or socket)"
+    return None
+
+
+def _check_regular(path: Path) -> None:
+    if problem := regular_file_problem(path):
+        raise DatasetError(problem)
 
 
 def _read_text(path: Path) -> str:

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import stat
 import sys
 from pathlib import Path
 
-from corrector.datasets import describe_json_error, displayable, has_lone_surrogate
+from corrector.datasets import describe_json_error, displayable, has_lone_surrogate, regular_file_problem
 from corrector.evaluation.metrics import Judgement, judge
 from corrector.outputs import atomic_output, check_writable, output_clashes
 
@@ -45,14 +44,8 @@ class PredictionsFileError(Exception):
 def _check_file(path: Path) -> None:
     """Raise PredictionsFileError unless `path` is a readable regular file (a FIFO or device
     would block or never end)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as err:
-        raise PredictionsFileError(f"{path}: cannot be read ({err.strerror or err})") from None
-    if stat.S_ISDIR(mode):
-        raise PredictionsFileError(f"{path}: is a directory, not a predictions file")
-    if not stat.S_ISREG(mode):
-        raise PredictionsFileError(f"{path}: not a regular file (a device, pipe or socket)")
+    if problem := regular_file_problem(path):
+        raise PredictionsFileError(problem.replace("a data file", "a predictions file"))
 
 
 def parse_row(raw: bytes) -> tuple[tuple[str, str], str, dict]:
