@@ -107,7 +107,10 @@ def test_describe_pairs_sorts_errors_by_kind_and_counts_word_level_ones(confusio
 
 
 def fake_shared(root: Path) -> Path:
-    """A shared-data folder in miniature: every CSC file broad reads, and a corpus per clean domain."""
+    """A shared-data folder in miniature: every CSC file broad reads, a corpus per clean domain and
+    corpus_domains' files (xz, as shipped) for each domain group, and one wiki file no part reads."""
+    import lzma
+
     from corrector.finetune import broad
 
     pairs = [(f"第{i}个句子里有错字因该改正。", f"第{i}个句子里有错字应该改正。") for i in range(60)]
@@ -120,25 +123,49 @@ def fake_shared(root: Path) -> Path:
         for name in files:
             lines = [f"这是{name[:4]}领域的第{i}句干净的话，他高兴地说得很好。" for i in range(40)]
             (root / "corpus" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "corpus_domains").mkdir()
+    for k, prefix in enumerate(DOMAIN_PREFIXES):
+        lines = [domain_line(k, i) for i in range(30)]
+        with lzma.open(root / "corpus_domains" / f"{prefix}text.txt.xz", "wt", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
     return root
+
+
+# The fake corpus_domains' files: one per prefix of the domain groups, and a wiki file.
+DOMAIN_PREFIXES = ("fiction_", "games_", "social_", "law_", "docs_", "edu_", "medical_", "cars_", "wiki_")
+
+
+def domain_line(k: int, i: int) -> str:
+    """Line `i` of fake corpus_domains file `k`: two sentences, each naming its file."""
+    return f"第{k}号文件的第{i}行是一句话，我们认真地写好了它。又一句第{k}号文件的话在第{i}行里面。"
+
+
+def small_quotas(monkeypatch) -> None:
+    from corrector.finetune import broad
+
+    monkeypatch.setattr(broad, "CLEAN_DOMAINS", tuple((n, f, 10) for n, f, _ in broad.CLEAN_DOMAINS))
+    monkeypatch.setattr(broad, "GENERATED_PER_DOMAIN", 5)
+    monkeypatch.setattr(broad, "DOMAIN_CLEAN", 6)
+    monkeypatch.setattr(broad, "DOMAIN_SYNTH", 4)
 
 
 def test_broad_dev_holds_out_every_part_from_training_and_the_corpus(tmp_path: Path, monkeypatch, confusion):
     from corrector.finetune import broad
 
-    monkeypatch.setattr(broad, "CLEAN_DOMAINS", tuple((n, f, 10) for n, f, _ in broad.CLEAN_DOMAINS))
-    monkeypatch.setattr(broad, "GENERATED_PER_DOMAIN", 5)
+    small_quotas(monkeypatch)
     shared = fake_shared(tmp_path / "shared")
     synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1)))
     # A clean sentence read to hold a real error (the encyclopedia's file is the only "wiki" one).
     typo = next(s for s, _ in broad.build(shared, synthesizer).parts["clean"] if "wiki" in s)
     monkeypatch.setattr(broad, "CLEAN_WITH_ERRORS", frozenset({broad.sentence_digest(typo)}))
     dev = broad.build(shared, synthesizer)
-    assert set(dev.parts) == {"sighan", "ecspell", "wang", "mcsc", "faspell", "dde", "multi", "clean"}
+    domains = [name for name, _ in broad.DOMAIN_GROUPS]
+    assert set(dev.parts) == {"sighan", "ecspell", "wang", "mcsc", "faspell", "dde", "multi", "clean",
+                              *(f"synth_{d}" for d in domains), *(f"clean_{d}" for d in domains)}
     assert len(dev.parts["clean"]) == 10 * len(broad.CLEAN_DOMAINS) - 1
     assert (typo, typo) not in dev.parts["clean"] and typo in dev.held_sentences  # left out, still held out
     assert all(s == t for s, t in dev.parts["clean"])
-    assert all(s != t for s, t in dev.parts["dde"] + dev.parts["multi"])
+    assert all(s != t for s, t in dev.parts["dde"] + dev.parts["multi"] + dev.parts["synth_law"])
     assert len(dev.parts["sighan"]) == 3 * int(80 * 0.08)  # the release's 8 % of each SIGHAN file
     dev_targets = {t for pairs in dev.parts.values() for _, t in pairs}
     for stem, pairs in dev.train.items():
@@ -154,6 +181,86 @@ def test_broad_dev_holds_out_every_part_from_training_and_the_corpus(tmp_path: P
 
     parts = read_parts(out)
     assert parts["clean"] == [str(out / "dev" / "clean.tsv")]
+    assert "synth_law" in parts and "clean_law" not in parts  # the macro reads every part of "parts" but "clean"
+
+
+def test_domain_parts_come_from_corpus_domains_and_are_held_out_of_its_copy(tmp_path: Path, monkeypatch, confusion):
+    """Per domain group a clean and a synthetic part of held-out corpus_domains sentences, their
+    kind and domain in parts.json; the copy of corpus_domains (plain text) lacks every line
+    holding a dev sentence anywhere, and the parts cut before them are as without them."""
+    from corrector.finetune import broad
+
+    small_quotas(monkeypatch)
+    shared = fake_shared(tmp_path / "shared")
+    law = DOMAIN_PREFIXES.index("law_")
+    # The first sentences of 8 law lines, held by corpus lines inside longer sentences: never drawn.
+    in_corpus = [domain_line(law, i).split("。")[0] + "。" for i in range(8)]
+    with open(shared / "corpus" / "news_rmrb_199801.txt", "a", encoding="utf-8") as handle:
+        handle.writelines(f"人民日报说{sentence}\n" for sentence in in_corpus)
+    synthesizer = ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1), seed=1))
+    dev = broad.build(shared, synthesizer)
+    for name, prefixes in broad.DOMAIN_GROUPS:
+        clean, synth = dev.parts[f"clean_{name}"], dev.parts[f"synth_{name}"]
+        assert len(clean) == 6 and len(synth) == 4 and all(s == t for s, t in clean) and all(s != t for s, t in synth)
+        assert dev.markers[f"synth_{name}"] == {"kind": "errors", "domain": name}
+        assert dev.markers[f"clean_{name}"] == {"kind": "clean", "domain": name}
+        files = [f"第{DOMAIN_PREFIXES.index(p)}号文件" for p in prefixes]
+        assert all(any(f in t for f in files) for _, t in clean + synth), name
+        assert not {t for _, t in clean} & {t for _, t in synth}
+    drawn = {t for part, pairs in dev.parts.items() if "_" in part for _, t in pairs}
+    assert drawn <= dev.held_sentences and not drawn & set(in_corpus)
+    assert not any(f"第{DOMAIN_PREFIXES.index('wiki_')}号文件" in t for t in drawn)
+
+    monkeypatch.setattr(broad, "DOMAIN_GROUPS", ())  # the parts cut before the domains' are the same without them
+    before = broad.build(shared, ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1), seed=1)))
+    assert before.parts == {part: pairs for part, pairs in dev.parts.items() if part in before.parts}
+
+    out = tmp_path / "broad"
+    summary = broad.write(dev, out)
+    assert summary["parts"]["synth_games"]["kind"] == "errors" and summary["parts"]["sighan"]["domain"] is None
+    assert summary["clean_parts"]["clean_games"] == {"pairs": 6, "with_errors": 0, "file": "dev/clean_games.tsv",
+                                                    "kind": "clean", "domain": "games"}
+    assert summary["parts"]["clean"]["kind"] == "clean" and "clean" not in summary["clean_parts"]
+    lines = (out / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == sum(len(pairs) for pairs in dev.parts.values())
+    kept, dropped = broad.write_domains_without(shared / "corpus_domains", out / "corpus_domains", dev.held_sentences)
+    copies = sorted(p.name for p in (out / "corpus_domains").iterdir())
+    assert copies == sorted(p.name.removesuffix(".xz") for p in (shared / "corpus_domains").iterdir())
+    text = "".join(p.read_text(encoding="utf-8") for p in (out / "corpus_domains").iterdir())
+    assert not any(sentence in text for sentence in dev.held_sentences)
+    assert dropped >= len(drawn) // 2 and kept + dropped == 30 * 9  # two dev sentences may share a line
+
+
+def test_first_ranked_is_a_seeded_sample_of_distinct_sentences_in_any_order():
+    from corrector.finetune.broad import first_ranked
+
+    sentences = [f"第{i}句" for i in range(200)]
+    sample = first_ranked(sentences + sentences[:50], 20, seed=1)  # a repeated sentence counts once
+    assert len(sample) == len(set(sample)) == 20
+    assert sample == first_ranked(sentences[::-1], 20, seed=1) != first_ranked(sentences, 20, seed=2)
+    assert first_ranked(sample[::-1], 20, seed=1) == sample  # in rank order, whatever came first
+    assert first_ranked(sentences, 200, seed=1)[:20] == sample
+
+
+def test_sentence_finder_finds_a_sentence_inside_a_longer_one():
+    from corrector.finetune.broad import SentenceFinder
+
+    finder = SentenceFinder(["可以责令停业整顿，降低资质等级；", "短句。"])
+    assert finder.held_in("处罚款，可以责令停业整顿，降低资质等级；情节严重的") == ["可以责令停业整顿，降低资质等级；"]
+    assert finder.held_in("他说短句。") == ["短句。"] and finder.held_in("可以责令停业整顿。") == []
+
+
+def test_domain_groups_cover_the_shared_corpus_domains():
+    """Every corpus_domains file is in a domain group, or is one of the wiki and news files the
+    groups leave out (broad.DOMAIN_GROUPS says why)."""
+    from conftest import shared_path
+
+    from corrector.finetune.broad import DOMAIN_GROUPS
+
+    prefixes = tuple(p for _, group in DOMAIN_GROUPS for p in group)
+    names = [p.name for p in shared_path("corpus_domains").iterdir()]
+    assert names and all(n.startswith(prefixes) or n.startswith(("wiki_", "news_")) for n in names)
+    assert all(any(n.startswith(group) for n in names) for _, group in DOMAIN_GROUPS)
 
 
 class Point:

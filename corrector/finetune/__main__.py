@@ -100,7 +100,7 @@ def _add_broad_command(commands) -> None:
     broad = commands.add_parser("broad", help="cut the broad dev set (one part per error source + clean text) "
                                              "and the training remainders from the shared data")
     broad.add_argument("--shared", default=None, help="shared data folder (default: $CSC_SHARED_DATA or ../shared/data)")
-    broad.add_argument("--output", required=True, help="folder for dev/, dev.tsv, train/, corpus/, parts.json")
+    broad.add_argument("--output", required=True, help="folder for dev/, dev.tsv, train/, corpus/, corpus_domains/, parts.json")
     broad.add_argument("--seed", type=int, default=42, help="split seed (default: 42, the release's dev split)")
 
 
@@ -443,7 +443,9 @@ def run_broad(args: argparse.Namespace) -> int:
     synthesizer = ErrorSynthesizer(ConfusionSet.build(), config=config, error_model=ErrorModel.count(real))
     dev = broad.build(shared, synthesizer, seed=args.seed)
     kept, dropped = broad.write_corpus_without(shared / "corpus", output / "corpus", dev.held_sentences)
-    summary = broad.write(dev, output, {"corpus": {"lines_kept": kept, "lines_dropped": dropped}})
+    domains = broad.write_domains_without(shared / "corpus_domains", output / "corpus_domains", dev.held_sentences)
+    summary = broad.write(dev, output, {"corpus": {"lines_kept": kept, "lines_dropped": dropped},
+                                        "corpus_domains": {"lines_kept": domains[0], "lines_dropped": domains[1]}})
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     return 0
 

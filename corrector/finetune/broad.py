@@ -14,9 +14,16 @@ essays; real text is native writers' and > 95 % correct.
 | dde | one 的/地/得 written for another, in the real pairs' directions (mostly 的 for 地/得) | held-out clean sentences |
 | multi | 2-4 synthetic errors a sentence | held-out clean sentences |
 | clean | error-free sentences of news, encyclopedia, technical and segmentation-test text, less those read to hold a real error (`CLEAN_WITH_ERRORS`) | held-out clean sentences |
+| synth_<domain> | 1-3 errors a sentence of every kind real writers make (IME words, 的/地/得, shapes, same pinyin) | held-out sentences of `corpus_domains` |
+| clean_<domain> | error-free sentences of one domain of `corpus_domains` (its false-alarm rate) | held-out sentences of `corpus_domains` |
 
-Held out means: the corpus copy written beside the dev (`corpus/`) lacks every line holding a
-dev sentence, so n-gram, particle and prior tables and synthetic pairs counted from that copy
+The domains (`DOMAIN_GROUPS`): fiction, games, social, law, docs, essays, medical_cars. parts.json
+lists each part with its kind ("errors" or "clean") and domain; the clean_<domain> parts sit
+apart under "clean_parts", because `operating.choose_all` counts every part of "parts" but the
+one named "clean" in the macro average.
+
+Held out means: the corpus copies written beside the dev (`corpus/`, `corpus_domains/`) lack every
+line holding a dev sentence, so n-gram, particle and prior tables and synthetic pairs counted from that copy
 never saw them; the training remainders (`train/`) lack every pair whose correct side shares an
 8-character run with a dev sentence (`datasets.HeldOut`). The networks' pre-training read the
 whole corpus once (unsupervised), which no held-out figure can undo.
@@ -24,15 +31,27 @@ whole corpus once (unsupervised), which no held-out figure can undo.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import heapq
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
-from ..pretrain.corpus import split_sentences
+from ..pretrain.corpus import list_corpus_files, open_binary, split_sentences
 from ..splits import HeldOut, load_pairs
-from .synth import PARTICLE_ERRORS, PARTICLE_SWAPS, iter_sentences, write_pairs
+from .synth import (
+    PARTICLE_ERRORS,
+    PARTICLE_SWAPS,
+    ErrorSynthesizer,
+    SynthStats,
+    iter_sentences,
+    usable_sentence,
+    write_pairs,
+)
 from .train import split_dev
 
 # (part, [files under csc/], dev share). The SIGHAN/ECSpell shares and seed are the release's
@@ -69,6 +88,25 @@ GENERATED_PER_DOMAIN = 70  # sentences per domain for each of the dde and multi 
 # false edit on the clean part. `realistic_particle_share` keeps the 的-needing pairs at the real share.
 NEEDS_DE_SHARE = sum(PARTICLE_ERRORS["的"].values()) / sum(sum(row.values()) for row in PARTICLE_ERRORS.values())
 SEED = 42
+# The domains of ../shared/data/corpus_domains (file-name prefixes), each a clean_<domain> and a
+# synth_<domain> part. wiki_* (1.6 M characters) and news_sogouca_smarty (0.1 M) make none: the
+# clean part already holds 1,400 news and 400 encyclopedia sentences, and wiki_drcd is converted
+# from traditional script, so a "clean" sentence of it may hold a conversion's wrong character.
+DOMAIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("fiction", ("fiction_",)), ("games", ("games_",)), ("social", ("social_",)), ("law", ("law_",)),
+    ("docs", ("docs_",)), ("essays", ("edu_",)), ("medical_cars", ("medical_", "cars_")),
+)
+# Sentences per domain. 300 clean ones put one false alarm at 0.33 %, so the ceiling of 1 % a
+# domain is 3 of 300; 150 error sentences put one at 0.7 points of the part's F1.
+DOMAIN_CLEAN = 300
+DOMAIN_SYNTH = 150
+# Usable domain sentences: 8-80 characters, 60 % Chinese (`usable_sentence`): a normal sentence,
+# not a novel's 300-character paragraph of dialogue or a table row. 4.0 M of the 4.8 M sentences
+# of the seven domains pass.
+DOMAIN_MAX_LENGTH = 80
+# Errors a synth_<domain> sentence holds: SIGHAN's training pairs with errors have 1 (73 %), 2
+# (18 %), 3 (6 %), 4+ (4 %, counted as 3 here); the multi part draws 2-4.
+DOMAIN_ERROR_COUNTS = (0.0, 0.73, 0.18, 0.09)
 
 
 @dataclass
@@ -76,6 +114,8 @@ class BroadDev:
     parts: dict[str, list[tuple[str, str]]]
     train: dict[str, list[tuple[str, str]]]  # training remainder per real file (stem -> pairs)
     held_sentences: set[str]
+    # part -> {"kind": "errors" or "clean", "domain": the text it was cut from, None for a real set}
+    markers: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 def sentence_digest(sentence: str) -> str:
@@ -112,9 +152,10 @@ def _corrected_particle(written: str, correct: str) -> str:
     return next(c for w, c in zip(written, correct, strict=True) if w != c)
 
 
-def build(shared: Path, synthesizer=None, seed: int = SEED) -> BroadDev:
-    """Cut the broad dev from the CSC sets and corpus under `shared` (the shared data folder).
-    `synthesizer` (an ErrorSynthesizer) writes the multi part's errors; without one, no multi part."""
+def build(shared: Path, synthesizer: ErrorSynthesizer | None = None, seed: int = SEED) -> BroadDev:
+    """Cut the broad dev from the CSC sets, corpus and corpus_domains under `shared` (the shared
+    data folder). `synthesizer` (an ErrorSynthesizer) writes the multi part's errors and, with 1-3
+    errors a sentence, the synth_<domain> parts'; without one, neither."""
     rng = random.Random(seed)
     parts: dict[str, list[tuple[str, str]]] = {}
     kept: dict[str, list[tuple[str, str]]] = {}
@@ -145,13 +186,134 @@ def build(shared: Path, synthesizer=None, seed: int = SEED) -> BroadDev:
     if multi:
         parts["multi"] = multi
     parts["clean"] = [(s, s) for s in clean if sentence_digest(s) not in CLEAN_WITH_ERRORS]
+    markers = {part: {"kind": "clean" if part == "clean" else "errors",
+                      "domain": "corpus" if part in ("dde", "multi", "clean") else None} for part in parts}
 
+    # The domain parts come after every draw above, from their own random streams: the parts
+    # above are the same with or without them.
+    domain = domain_parts(shared, synthesizer, seed, held_sentences)
+    parts.update(domain.parts)
+    markers.update(domain.markers)
+    held_sentences |= domain.held_sentences
     # Every drawn dde pair stays held out, those `realistic_particle_share` left out too: the
-    # training remainder and the corpus copy do not depend on that cut.
-    held_out = HeldOut(pairs=[pair for pairs in parts.values() for pair in pairs] + dde)
+    # training remainder and the corpus copy do not depend on that cut (nor on CLEAN_WITH_ERRORS).
+    held_out = HeldOut(pairs=[pair for pairs in parts.values() for pair in pairs] + dde
+                       + [(s, s) for s in domain.held_sentences])
     train = {stem: [(s, t) for s, t in pairs if (s, t) not in held_out.pairs and not held_out.overlaps(t)]
              for stem, pairs in kept.items()}
-    return BroadDev(parts, train, held_sentences)
+    return BroadDev(parts, train, held_sentences, markers)
+
+
+def domain_files(folder: Path, prefixes: tuple[str, ...]) -> list[Path]:
+    """The corpus files of `folder` (.txt or .txt.xz) whose names start with one of `prefixes`."""
+    return [path for path in list_corpus_files([folder]) if path.name.startswith(prefixes)]
+
+
+def _rank(sentence: str, seed: int) -> int:
+    """A sentence's place in the seeded random order of a domain's sentences."""
+    return int.from_bytes(hashlib.sha1(f"{seed}\t{sentence}".encode()).digest()[:8], "big")
+
+
+def first_ranked(sentences: Iterable[str], count: int, seed: int, keep: Callable[[str], bool] = bool) -> list[str]:
+    """The `count` distinct sentences that `keep` accepts of lowest `_rank`, in that order: a
+    uniform random sample of them that does not depend on the files' order, read in one pass with
+    `count` sentences in memory (fiction alone has 1.5 M). `keep` is asked only of a sentence
+    that would enter the sample: usable_sentence over all 4.8 M sentences of the domains took 16
+    of the draw's 36 s (2 busy cores)."""
+    heap: list[tuple[int, str]] = []  # (-rank, sentence): the highest rank kept on top, to be replaced
+    members: set[str] = set()
+    for sentence in sentences:
+        if sentence in members:
+            continue
+        rank = _rank(sentence, seed)
+        if len(heap) == count and rank >= -heap[0][0] or not keep(sentence):
+            continue
+        if len(heap) < count:
+            heapq.heappush(heap, (-rank, sentence))
+        else:
+            members.discard(heapq.heapreplace(heap, (-rank, sentence))[1])
+        members.add(sentence)
+    return [sentence for _, sentence in sorted(heap, reverse=True)]
+
+
+class SentenceFinder:
+    """Which of `sentences` a line holds anywhere, not only as one of its split sentences
+    (`write_corpus_without`'s test): 108 of the 3,320 lines of corpus_domains that hold a dev
+    sentence hold it inside a longer one (…罚款，可以责令停业整顿，降低资质等级；), and a table
+    counted from them would have seen it whole. Each line's `span`-character runs are looked up among the sentences'
+    first runs; 13 s for the 97 M characters of corpus_domains."""
+
+    def __init__(self, sentences: Iterable[str], span: int = 8) -> None:
+        self.span = span
+        self.by_start: dict[str, list[str]] = {}
+        self.short: list[str] = []  # shorter than `span`: looked for one by one
+        for sentence in sentences:
+            if len(sentence) < span:
+                self.short.append(sentence)
+            else:
+                self.by_start.setdefault(sentence[:span], []).append(sentence)
+
+    def held_in(self, line: str) -> list[str]:
+        """The sentences `line` holds."""
+        runs = {line[i:i + self.span] for i in range(len(line) - self.span + 1)} & self.by_start.keys()
+        held = [s for run in runs for s in self.by_start[run] if s in line]
+        return held + [s for s in self.short if s in line]
+
+
+def sentences_in(files: Iterable[Path], wanted: set[str]) -> set[str]:
+    """Those of `wanted` that a line of `files` holds (`SentenceFinder`)."""
+    finder = SentenceFinder(wanted)
+    found: set[str] = set()
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as source:
+            for line in source:
+                found.update(finder.held_in(line))
+    return found
+
+
+def domain_synthesizer(synthesizer: ErrorSynthesizer) -> ErrorSynthesizer:
+    """The multi part's synthesizer (its kinds, error model and caches) drawing 1-3 errors a
+    sentence (`DOMAIN_ERROR_COUNTS`); a copy, so the multi part's draws are left alone."""
+    domain = copy.copy(synthesizer)
+    domain.config = replace(synthesizer.config, error_counts=DOMAIN_ERROR_COUNTS)
+    domain.stats = SynthStats()
+    return domain
+
+
+def domain_parts(shared: Path, synthesizer: ErrorSynthesizer | None, seed: int, taken: set[str]) -> BroadDev:
+    """clean_<domain> and synth_<domain> for each of `DOMAIN_GROUPS`, from sentences of
+    shared/corpus_domains that are none of `taken` (the other dev sentences) and that no line of
+    shared/corpus holds (`SentenceFinder`), so its copy stays as it was cut. Every sentence
+    drawn is in `held_sentences`, those CLEAN_WITH_ERRORS leaves out of a part too; no train."""
+    folder = shared / "corpus_domains"
+    want = DOMAIN_CLEAN + DOMAIN_SYNTH
+    usable = partial(usable_sentence, max_length=DOMAIN_MAX_LENGTH)
+    # 1.5 times what a domain needs: room for those dropped below.
+    drawn = {name: first_ranked(iter_sentences(domain_files(folder, prefixes), bool), want * 3 // 2, seed, usable)
+             for name, prefixes in DOMAIN_GROUPS}
+    in_corpus = sentences_in(list_corpus_files([shared / "corpus"]), {s for ranked in drawn.values() for s in ranked})
+    taken = taken | in_corpus
+    corruptor = domain_synthesizer(synthesizer) if synthesizer is not None else None
+    result = BroadDev({}, {}, set(), {})
+    for name, _ in DOMAIN_GROUPS:
+        free = [s for s in drawn[name] if s not in taken]
+        clean, rest = free[:DOMAIN_CLEAN], free[DOMAIN_CLEAN:]
+        pairs: list[tuple[str, str]] = []
+        if corruptor is not None:
+            corruptor.rng = random.Random(f"{seed}:{name}")  # each domain its own stream
+            for sentence in rest:
+                if len(pairs) == DOMAIN_SYNTH:
+                    break
+                written = corruptor.corrupt(sentence)
+                if written != sentence:  # a sentence whose characters have no confusable: none
+                    pairs.append((written, sentence))
+            result.parts[f"synth_{name}"] = [(s, t) for s, t in pairs if sentence_digest(t) not in CLEAN_WITH_ERRORS]
+            result.markers[f"synth_{name}"] = {"kind": "errors", "domain": name}
+        result.parts[f"clean_{name}"] = [(s, s) for s in clean if sentence_digest(s) not in CLEAN_WITH_ERRORS]
+        result.markers[f"clean_{name}"] = {"kind": "clean", "domain": name}
+        result.held_sentences.update(clean + [t for _, t in pairs])
+        taken = taken | result.held_sentences
+    return result
 
 
 def write_corpus_without(shared_corpus: Path, output: Path, held_sentences: set[str]) -> tuple[int, int]:
@@ -169,15 +331,42 @@ def write_corpus_without(shared_corpus: Path, output: Path, held_sentences: set[
     return kept, dropped
 
 
+def write_domains_without(source: Path, output: Path, held_sentences: set[str]) -> tuple[int, int]:
+    """Copy the corpus files of `source`, xz-compressed or not, as plain text (name.txt.xz ->
+    name.txt), leaving out every line that holds a held-out sentence anywhere (`SentenceFinder`,
+    stricter than `write_corpus_without`, whose copy of data/corpus must stay as it was cut).
+    Plain: 300 MB for corpus_domains against 90 MB compressed, but xz at its default level would
+    spend minutes of a core on every cut, and every table counted from the copy reads it faster.
+    Lines are copied byte for byte and read as `iter_lines` reads them (split at b"\n" only), so
+    a sentence drawn across a lone "\r" is found. (lines kept, dropped)"""
+    output.mkdir(parents=True, exist_ok=True)
+    finder = SentenceFinder(held_sentences)
+    kept = dropped = 0
+    for path in list_corpus_files([source]):
+        name = path.name.removesuffix(".xz")
+        with open_binary(path) as reader, open(output / name, "wb") as sink:
+            for raw in reader:
+                if finder.held_in(raw.decode("utf-8", errors="replace")):
+                    dropped += 1
+                    continue
+                sink.write(raw)
+                kept += 1
+    return kept, dropped
+
+
 def write(broad: BroadDev, output: Path, extra: dict | None = None) -> dict:
-    """dev/<part>.tsv, dev.tsv (all parts), train/<stem>.tsv and parts.json (with `extra`) under `output`."""
+    """dev/<part>.tsv, dev.tsv (all parts), train/<stem>.tsv and parts.json (with `extra`) under
+    `output`. parts.json gives each part its kind and domain (`BroadDev.markers`); the clean parts
+    of the domains go under "clean_parts", the rest under "parts" (`operating.read_parts`)."""
     (output / "dev").mkdir(parents=True, exist_ok=True)
     (output / "train").mkdir(parents=True, exist_ok=True)
-    summary = {"parts": {}, "train": {}, **(extra or {})}
+    summary = {"parts": {}, "clean_parts": {}, "train": {}, **(extra or {})}
     for part, pairs in broad.parts.items():
         write_pairs(output / "dev" / f"{part}.tsv", pairs)
-        summary["parts"][part] = {"pairs": len(pairs), "with_errors": sum(s != t for s, t in pairs),
-                                  "file": f"dev/{part}.tsv"}
+        marker = broad.markers.get(part, {})
+        section = "clean_parts" if marker.get("kind") == "clean" and part != "clean" else "parts"
+        summary[section][part] = {"pairs": len(pairs), "with_errors": sum(s != t for s, t in pairs),
+                                  "file": f"dev/{part}.tsv", **marker}
     write_pairs(output / "dev.tsv", [pair for pairs in broad.parts.values() for pair in pairs])
     for stem, pairs in broad.train.items():
         write_pairs(output / "train" / f"{stem}.tsv", pairs)
