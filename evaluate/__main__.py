@@ -33,6 +33,8 @@ from corrector.evaluation.sweep import DEFAULT_METRIC, SweepPoint, SweepResult, 
 from corrector.outputs import atomic_output
 from corrector.runtime import RUNTIMES
 
+from .ceiling import TITLE as CEILING_TITLE
+from .ceiling import Reports, ceiling_document, ceiling_markdown, ceiling_rows, run_ceilings
 from .files import OutputPlan, check_outputs, plan_outputs
 from .files import per_item_path as per_item_path  # where it lived before: imported from here too
 from .plots import plot_sweep
@@ -125,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap", type=int, default=0, metavar="N",
         help="N resamples of sentences: 95%% interval of each sentence correction F1, and each system's "
              "paired difference from the first system (default: off)",
+    )
+    parser.add_argument(
+        "--ceiling", action="store_true",
+        help="also measure, per data set, the share of gold edited positions the corrector flags, the share whose "
+             "gold character it proposes (coverage) and ranks first (ceiling), beside its recall (docs/evaluate.md)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -288,7 +295,8 @@ TEXT = {"encoding": "utf-8", "errors": "backslashreplace"}
 
 
 def write_json(path: Path, systems: list[NamedSystem], names: list[str], runs: dict[str, dict[str, DatasetRun]],
-               settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None) -> None:
+               settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None,
+               ceiling: dict | None = None) -> None:
     outputs = {s.name: system_output(s, runs[s.name]) for s in systems}
     first = next(iter(outputs.values()), {"system": names[0], "model": None, "datasets": {}})
     document = {**first, "systems": outputs, "settings": settings, "errors": errors}
@@ -296,16 +304,18 @@ def write_json(path: Path, systems: list[NamedSystem], names: list[str], runs: d
         document["sweeps"] = sweeps
     if bootstrap:
         document["bootstrap"] = bootstrap
+    if ceiling is not None:
+        document["ceiling"] = ceiling
     with atomic_output(path, "w", **TEXT) as handle:
         handle.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
 
 
 def write_report(path: Path, systems: list[NamedSystem], by_dataset: dict[str, list[DatasetRun]], settings: dict,
-                 errors: list[str], sweeps: dict[str, dict]) -> None:
+                 errors: list[str], sweeps: dict[str, dict], ceiling: list[str] = ()) -> None:
     models = {s.name: s.describe_model() for s in systems}
     # Link the curve images relative to the report, so the report folder can be moved.
     linked = [{**sweep, "plot": os.path.relpath(sweep["plot"], path.parent.resolve())} for sweep in sweeps.values()]
-    text = markdown_report(by_dataset, settings, errors, models, linked)
+    text = "\n".join([markdown_report(by_dataset, settings, errors, models, linked), *ceiling]).rstrip("\n")
     with atomic_output(path, "w", **TEXT) as handle:
         handle.write(text + "\n")
 
@@ -335,15 +345,19 @@ def write_sighan_predictions(plan: OutputPlan, runs: dict[str, dict[str, Dataset
 
 def write_outputs(plan: OutputPlan, systems: list[NamedSystem], names: list[str],
                   runs: dict[str, dict[str, DatasetRun]], by_dataset: dict[str, list[DatasetRun]],
-                  settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None) -> None:
+                  settings: dict, errors: list[str], sweeps: dict[str, dict], bootstrap: dict | None,
+                  ceilings: tuple[Reports, dict[str, str]] | None = None) -> None:
     """Write every planned file; one that fails (a full disk) is reported in `errors` and the
-    others are still written."""
+    others are still written. `ceilings`: --ceiling's reports and skipped systems."""
+    ceiling = None if ceilings is None else ceiling_document(*ceilings)
+    section = [] if ceilings is None else ceiling_markdown(*ceilings)
     writers = []
     if plan.json:
         writers.append(("--json", lambda: write_json(plan.json, systems, names, runs, settings, errors, sweeps,
-                                                     bootstrap)))
+                                                     bootstrap, ceiling)))
     if plan.report:
-        writers.append(("--report", lambda: write_report(plan.report, systems, by_dataset, settings, errors, sweeps)))
+        writers.append(("--report", lambda: write_report(plan.report, systems, by_dataset, settings, errors, sweeps,
+                                                         section)))
     if plan.predictions:
         writers.append(("--predictions", lambda: write_predictions(plan.predictions, systems, runs)))
     if plan.sighan:
@@ -404,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = run_all(systems, datasets, args, errors)
     sweeps = run_sweeps(systems, datasets, args, plan, errors) if args.sweep else {}
     by_dataset, bootstrap = print_tables(systems, datasets, runs, sweeps, args.bootstrap)
+    ceilings = run_ceilings(systems, datasets, runs, args.batch_size, errors, say) if args.ceiling else None
+    if ceilings is not None and any(ceilings[0].values()):
+        print(f"\n{CEILING_TITLE}\n" + plain_table(*ceiling_rows(ceilings[0])))
     settings = {
         "systems": ",".join(names),
         "threshold": args.threshold,
@@ -412,8 +429,9 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": args.batch_size,
         "device": args.device,
         "format": args.format,
+        "ceiling": args.ceiling,
     }
-    write_outputs(plan, systems, names, runs, by_dataset, settings, errors, sweeps, bootstrap)
+    write_outputs(plan, systems, names, runs, by_dataset, settings, errors, sweeps, bootstrap, ceilings)
 
     if errors:
         say(f"{len(errors)} error(s):\n  " + "\n  ".join(errors))

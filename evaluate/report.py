@@ -95,7 +95,7 @@ def plain_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -159,13 +159,13 @@ def markdown_report(
         out += ["## Errors", ""] + [f"- {e}" for e in errors] + [""]
     if runs_by_dataset:
         header, rows = _summary_rows(runs_by_dataset)
-        out += ["## Summary", "", _markdown_table(header, rows), ""]
+        out += ["## Summary", "", markdown_table(header, rows), ""]
     for name, runs in runs_by_dataset.items():
         header, rows = _table_rows(runs)
-        out += [f"## {name}", "", dataset_heading(runs[0]), "", _markdown_table(header, rows), ""]
+        out += [f"## {name}", "", dataset_heading(runs[0]), "", markdown_table(header, rows), ""]
         out += ["Sentences per category (definitions in docs/evaluate.md):", ""]
         category_rows = [[c, *(str(run.scores.categories[c]) for run in runs)] for c in CATEGORIES]
-        out += [_markdown_table(["category", *(run.system for run in runs)], category_rows), ""]
+        out += [markdown_table(["category", *(run.system for run in runs)], category_rows), ""]
         problems = runs[0].dataset.describe_problems()
         if problems:
             out += ["Data problems: " + "; ".join(problems), ""]

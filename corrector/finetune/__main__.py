@@ -285,6 +285,7 @@ def run_heldout(args: argparse.Namespace) -> int:
     from dataclasses import asdict
     from pathlib import Path
 
+    from ..evaluation.ceiling import mean_shares, pooled, shares_text
     from .calibrate import held_out_splits
     from .operating import read_parts
 
@@ -319,6 +320,15 @@ def run_heldout(args: argparse.Namespace) -> int:
         print(f"macro F1 of the broad dev's parts over {len(scores)} halves: one pass {report['macro']['one_pass']:.4f}, "
               f"{default} {report['macro']['two_passes']:.4f}; clean sentences changed: "
               f"{report['macro']['clean_fpr_one_pass']:.4f}, {report['macro']['clean_fpr_two_passes']:.4f}")
+    ceilings = pooled([s.ceiling for s in scores if s.ceiling])
+    if ceilings:  # where the other halves' errors are lost (evaluation/ceiling.py), their counts pooled
+        report["ceiling"] = {name: r.to_dict() for name, r in ceilings.items()}
+        shown = "; ".join(f"{name} {shares_text(r.to_dict())}" for name, r in ceilings.items() if r.errors)
+        print(f"candidate ceiling over {len(scores)} halves' errors (%, flagged / coverage / ceiling / recall, "
+              f"{default}): {shown}")
+        if broad:
+            report["ceiling_macro"] = mean_shares([ceilings[name] for name in broad if name in ceilings])
+            print(f"candidate ceiling, macro over the broad dev's parts: {shares_text(report['ceiling_macro'])}")
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "halves": [asdict(s) for s in scores]}, indent=1) + "\n",
                                    encoding="utf-8")

@@ -44,6 +44,7 @@ import numpy as np
 
 from .. import word_scoring
 from ..datasets import Example, read_dataset
+from ..evaluation.ceiling import combine, pair_ceilings
 from ..evaluation.runs import run_system
 from ..evaluation.sweep import best_point, idiom_factor_of, single_pass, sweep
 from ..evaluation.sweep import calibrate as sweep_threshold
@@ -552,6 +553,9 @@ class HalfScore:
     # With an objective (dev parts): the parts' macro F1 and the clean part's FPR on the other
     # half, {"one_pass", "two_passes", "clean_fpr_one_pass", "clean_fpr_two_passes"}.
     macro: dict[str, float | None] | None = None
+    # With `ceiling`: where the other half's errors are lost (evaluation/ceiling.py, its recall the
+    # default passes' output at the tuned threshold), {"all" or a subset's name: CeilingReport.to_dict()}.
+    ceiling: dict[str, dict] | None = None
 
 
 def _part_point(examples, outputs, indices: Sequence[int], members: Mapping[str, Sequence[bool]],
@@ -567,7 +571,8 @@ def _part_point(examples, outputs, indices: Sequence[int], members: Mapping[str,
 def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
                   subsets: Mapping[str, Sequence[bool]] | None = None,
-                  objective: tuple[Mapping[str, Sequence[bool]], float] | None = None) -> HalfScore | None:
+                  objective: tuple[Mapping[str, Sequence[bool]], float] | None = None,
+                  ceiling: bool = False) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
     edit threshold on them (one pass, as `corrector.evaluation.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
@@ -575,7 +580,8 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     `subsets` ({name: per sentence, whether it belongs}) also on the other half's sentences of
     each. With `objective` ((part membership per sentence, clean FPR ceiling)) the threshold is
     `operating.choose`'s on the fit half and `HalfScore.macro` holds the other half's macro F1
-    and clean FPR. None when the fit half's candidates are all gold or all wrong."""
+    and clean FPR. With `ceiling` and `two_passes`, `HalfScore.ceiling` holds the other half's
+    candidate ceiling. None when the fit half's candidates are all gold or all wrong."""
     picked = [k for k, cand in enumerate(candidates) if half_of[cand.text_index] == fit_half]
     fit_labels = [labels[k] for k in picked]
     if not any(fit_labels) or all(fit_labels):
@@ -610,7 +616,7 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     scores = {name: {"one_pass": f1(indices, results, tuned), "two_passes": None}
               for name, indices in subset_idx.items()}
     macro_one, fpr_one = macro(results, tuned)
-    two = macro_two = fpr_two = None
+    two = macro_two = fpr_two = ceilings = None
     if two_passes:
         again, _ = run_system(trial.with_passes(CorrectorConfig().passes), [examples[i].source for i in test_idx],
                               batch_size=batch_size,
@@ -620,9 +626,15 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         for name, indices in subset_idx.items():
             scores[name]["two_passes"] = f1(indices, by_index, 0.0)
         macro_two, fpr_two = macro(by_index, 0.0)
+        if ceiling:  # one more (first) pass over the other half, for its candidates
+            pairs = [(examples[i].source, examples[i].target) for i in test_idx]
+            found = pair_ceilings(trial, pairs, batch_size, [by_index[i].target for i in test_idx])
+            per_pair = dict(zip(test_idx, found, strict=True))
+            ceilings = {name: combine(per_pair[i] for i in indices).to_dict()
+                        for name, indices in {"all": test_idx, **subset_idx}.items()}
     figures = None if objective is None else {"one_pass": macro_one, "two_passes": macro_two,
                                               "clean_fpr_one_pass": fpr_one, "clean_fpr_two_passes": fpr_two}
-    return HalfScore(split, fit_half, tuned, one, two, scores, figures)
+    return HalfScore(split, fit_half, tuned, one, two, scores, figures, ceilings)
 
 
 def scorer_hidden(config: Mapping, members: int) -> int:
@@ -652,10 +664,13 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     `HalfScore.subsets["new"]`), with `parts` ({name: training sets}) on those drawn from each
     part's sets (`dev_parts`: `subsets[name]`); a correct side goes with its pair. With `parts` and
     `max_clean_fpr`, each half's threshold is the parts' operating point (`operating.choose`, the
-    part "clean" giving the FPR) and `HalfScore.macro` holds the other half's macro F1 and clean FPR."""
+    part "clean" giving the FPR) and `HalfScore.macro` holds the other half's macro F1 and clean FPR.
+    `HalfScore.ceiling`: the other half's candidate ceiling, in all and per subset."""
     bundle = load_model(str(model_dir))
     examples, pair_of, n_pairs = _dev_examples(dev, correct_sides)
     pair_subsets = dev_parts(examples[:n_pairs], parts or {})
+    if "all" in pair_subsets:
+        raise ValueError("'all' names the whole half in the candidate ceiling; give the part another name")
     for name, belongs in pair_subsets.items():
         log(f"dev pairs from {name}: {sum(belongs)} of {n_pairs}")
     if twins_of:
@@ -694,7 +709,8 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
         half_of = [pair_half[pair] for pair in pair_of]
         for fit_half in (0, 1):
             score = fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, half_of,
-                                  fit_half, split=split, two_passes=True, subsets=subsets, objective=objective)
+                                  fit_half, split=split, two_passes=True, subsets=subsets, objective=objective,
+                                  ceiling=True)
             if score is None:
                 raise ValueError(f"split {split}: half {fit_half}'s candidates are all gold or all wrong")
             log(f"split {split} fit half {fit_half}: edit threshold {score.threshold:.2f}, "
