@@ -1,26 +1,29 @@
 """The corrector: a chain of stages, each in its own module.
 
-    stage       module            what it does
-    chunk       chunking.py       texts -> chunks of <= max_positions characters, encoded
-    detect      detection.py      discriminator pass + flag rules -> the flagged positions (`Sites`)
-    propose     proposal.py       generator pass, confusion sets, n-gram gains -> `Candidates`
-    featurize   features.py       one feature row per candidate
-    score       scoring.py        the scorer's confidence per candidate (scorer.json)
-    accept      acceptance.py     the best candidate per position above the threshold, the
-                                  max-edits guard, traditional script written back, further passes
-    stitch      result.py         edits applied by offset to the text as written
+    stage       module              what it does
+    script      script_mapping.py   traditional-script texts read in simplified form (text/script.py)
+    chunk       chunking.py         texts -> chunks of <= max_positions characters, encoded
+    detect      detection.py        discriminator pass + flag rules -> the flagged positions (`Sites`)
+    propose     proposal.py         generator pass, confusion sets, n-gram gains -> `Candidates`
+    featurize   features.py         one feature row per candidate
+    score       scoring.py          the scorer's confidence per candidate (scorer.json)
+    accept      acceptance.py       the best candidate per position above the threshold, the
+                                    max-edits guard, further passes; script_mapping.py writes a
+                                    traditional text's edits back in its script before the guard
+    stitch      result.py           edits applied by offset to the text as written
 
 Texts are split into chunks and sorted by length (similar lengths share a batch); batches run
-on the batch threads (runtime/threads.py). A text in traditional script goes through all of this
-in simplified form, one character for one (text/script.py), and its accepted edits are written
+on the batch threads (runtime/workers.py). A text in traditional script goes through all of this
+in simplified form, one character for one (script_mapping.py), and its accepted edits are written
 back in its script. Edits are applied by offset to the original string, so everything that is
 not a corrected character — ASCII, digits, URLs, emoji, punctuation, full-width forms, spaces,
 newlines — comes back byte for byte; so do invisible characters (zero-width spaces, joiners,
 soft hyphens), which no stage reads (text/invisible.py: read without them, edits mapped back).
 
-Three passes by default (`CorrectorConfig.passes`): the sentences that got edits are corrected
-once more as corrected, from a lower threshold, their edited characters and neighbours examined
-whether flagged or not; those the second pass changed, once more.
+The settings are `CorrectorConfig` and the constructor's arguments (config.py; its names import
+from here too). Three passes by default (`CorrectorConfig.passes`): the sentences that got edits
+are corrected once more as corrected, from a lower threshold, their edited characters and
+neighbours examined whether flagged or not; those the second pass changed, once more.
 
 A `Corrector` holds only read-only state once built (model in eval mode, scorer weights,
 confusion tables whose lazily filled memo tables are lock-protected), so one instance may serve
@@ -31,9 +34,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,101 +45,37 @@ from .acceptance import (
     limit_edits,
     merge_passes,
     near_edits,
-    restore_script,
     winners,
 )
-from .candidates import CandidateConfig, VocabConfusion, cjk_bias
+from .candidates import VocabConfusion, cjk_bias
 from .chunking import Item, chunk_texts, text_list
+from .config import (
+    DEFAULT_MAX_EDITS,
+    MAX_PASSES,
+    CorrectorConfig,
+    scorer_with_overrides,
+    whitelist_terms,
+)
 from .detection import Detector
 from .features import Featurizer
 from .proposal import Proposer
 from .resources.confusion import ConfusionSet
-from .resources.homophones import HomophoneWords, WordConfig, whole_words
+from .resources.homophones import HomophoneWords, whole_words
 from .result import Edit, Result
 from .runtime.models import ModelBundle, check_generator_input, prepare_bundle
 from .runtime.passes import make_batch
-from .runtime.threads import batch_pool, blas_threads, cpu_threads
+from .runtime.workers import MIN_SPLIT_ITEMS, MIN_SPLIT_ITEMS_ONNX, BatchWorkers
 from .scored import ScoredBatch, ScoredCandidate, scored_candidates
 from .scoring import Scorer, probability
-from .text.invisible import Visible, visible_texts
-from .text.protection import WordFrequency, read_whitelist
-from .text.script import OFF, ScriptConverter
+from .script_mapping import model_texts, script_converter, written_edits
+from .text.invisible import visible_texts
+from .text.protection import WordFrequency
 from .text.segmentation import sentence_spans, sentence_units
 
-DEFAULT_MAX_EDITS = 4
-# A call's texts are split among the batch workers only from this many per worker. Measured with
-# the lean int8 encoder (median ms per call, SIGHAN-15 sentences, three runs): 4 texts 32-34 in
-# one batch vs 40-42 split in two, 8 texts 53-59 vs 57-61, 16 texts 104-117 vs 94-99. (With
-# transformers' encoder, whose per-op Python held the GIL longer, splitting lost up to 16 texts.)
-MIN_SPLIT_ITEMS = 8
-# The same with the encoders in ONNX Runtime, which runs one sentence at a time and releases the
-# GIL while it does, so a batch saves nothing in the networks and two workers overlap well:
-# split from 2 texts. Measured (median ms per call, calling thread on one torch thread as in the
-# service, five runs): 2 texts 18.5 split vs 23.0 not, 4 texts 27.6 vs 32.6, 8 texts 49.4 vs 55.7.
-MIN_SPLIT_ITEMS_ONNX = 1
-
-MAX_PASSES = 3  # CorrectorConfig.passes
-
-
-@dataclass
-class CorrectorConfig:
-    max_positions: int = 128  # chunk size in characters (capped by the model's max length)
-    overlap: int = 16  # shared characters between hard windows of unpunctuated text
-    batch_size: int = 32
-    candidates: CandidateConfig = field(default_factory=CandidateConfig)
-    # Word candidates (homophones.py): None proposes them when the scorer reads `word_gain` (a
-    # scorer fitted without them would score their characters as single ones); calibration
-    # turns them on to fit a scorer that does.
-    word_candidates: bool | None = None
-    words: WordConfig = field(default_factory=WordConfig)
-    generator_input: str | None = None  # "masked" / "source"; None: the model's (ModelBundle.generator_input)
-    max_edits_per_sentence: int = DEFAULT_MAX_EDITS
-    # 3: the sentences that got edits are corrected once more as corrected, from a lower
-    # threshold ("方再" -> "方在" -> "放在"), and those the second pass changed once more; see
-    # `_recorrect`. Broad dev held out (--splits 1), macro F1: one pass 0.4670, two 0.5077,
-    # three 0.5093 (mcsc +0.8, multi +0.3, no part lower); a text with edits costs about twice
-    # as much, the third pass little (it reads only what the second changed). 1: one pass, as
-    # the service runs by default (latency).
-    passes: int = 3
-    veto_proper_nouns: bool = False  # True: never edit inside a proper noun (default: penalise)
-    proper_noun_hmm: bool = False  # let jieba's HMM find unknown names (also tags typos as names)
-    # Batches run in parallel on this many threads, the CPU threads shared among them (None: 2 on
-    # CPU with >= 2 threads, runtime/threads.py, else 1 = every batch in the calling thread). A call that
-    # makes one batch (under MIN_SPLIT_ITEMS texts per worker, a single sentence) runs in the
-    # calling thread either way, on the process's threads (one SIGHAN sentence, lean int8
-    # encoder: p50 18.8-19.0 ms on one thread or two; before it, 18 on two vs 23 on one).
-    workers: int | None = None
-    # Traditional-script texts are read in simplified script and their corrections written back
-    # in this OpenCC variant ("tw" Taiwan, "hk" Hong Kong, "t" OpenCC's standard forms; script.py);
-    # None or "off": every text goes to the model as written.
-    traditional: str | None = "tw"
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.passes <= MAX_PASSES:
-            raise ValueError(f"passes must be 1 to {MAX_PASSES}, got {self.passes}")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"workers must be >= 1, got {self.workers}")
-
-
-def scorer_with_overrides(config: Scorer | dict | None, threshold: float | None,
-                          detection_threshold: float | None) -> Scorer:
-    """A private Scorer from `config` (a Scorer is copied: the overrides must not leak) with the
-    edit and detection thresholds given."""
-    scorer = Scorer.from_config(config.to_config() if isinstance(config, Scorer) else config)
-    if threshold is not None:
-        scorer.threshold = probability(threshold)
-    if detection_threshold is not None:
-        scorer.detection_threshold = probability(detection_threshold, "detection_threshold")
-    return scorer
-
-
-def whitelist_terms(whitelist: Iterable[str] | Path) -> list[str]:
-    """The terms never edited: a file of one term a line, one term, or terms."""
-    if isinstance(whitelist, Path):
-        whitelist = read_whitelist(whitelist)
-    elif isinstance(whitelist, str):
-        whitelist = [whitelist]  # one term, not its characters
-    return [Visible.of(t).text for t in whitelist if t]  # matched in texts read without invisible characters
+# With the settings and batch constants once defined here: the CLI, the service, calibration and
+# users import them from corrector.pipeline.
+__all__ = ["DEFAULT_MAX_EDITS", "MAX_PASSES", "MIN_SPLIT_ITEMS", "MIN_SPLIT_ITEMS_ONNX", "Corrector",
+           "CorrectorConfig", "scorer_with_overrides", "whitelist_terms"]
 
 
 class Corrector:
@@ -186,11 +123,12 @@ class Corrector:
         if confusion is not None and confusion_file is not None:
             raise ValueError("pass either confusion or confusion_file, not both")
         self.confusion = confusion or ConfusionSet.build(confusion_file)
-        self.script = ScriptConverter(self.config.traditional) if self.config.traditional not in (None, OFF) else None
+        self.script = script_converter(self.config.traditional)
         self.generator_input = check_generator_input(self.config.generator_input or self.bundle.generator_input)
         self.max_positions = max(1, min(self.config.max_positions, self.bundle.max_length))
         self._build_stages()
-        self._start_workers()
+        self.batch_workers = BatchWorkers.start(self.config.workers, self.bundle.device_type, self.runtime)
+        self.workers = self.batch_workers.count
 
     def _build_stages(self) -> None:
         bundle, tok = self.bundle, self.bundle.tokenizer
@@ -212,14 +150,6 @@ class Corrector:
                                  self.generator_input, self.homophones, self.confusion, self.config.words,
                                  idioms=self.scorer.idiom_threshold_factor is not None)
         self.featurizer = Featurizer(bundle, self.words, self.vocab_to_lm, self.config.proper_noun_hmm)
-
-    def _start_workers(self) -> None:
-        workers = self.config.workers or (2 if self.bundle.device_type == "cpu" and cpu_threads() >= 2 else 1)
-        self.workers = workers
-        self._threads_per_worker = max(1, cpu_threads() // workers)
-        self._min_split_items = MIN_SPLIT_ITEMS_ONNX if self.runtime == "onnxruntime" else MIN_SPLIT_ITEMS
-        if workers > 1:
-            batch_pool(workers, self._threads_per_worker)  # started now, not during the first call
 
     def with_passes(self, passes: int) -> Corrector:
         """This corrector with `passes` correction passes (`CorrectorConfig.passes`): a shallow
@@ -275,17 +205,17 @@ class Corrector:
         then simplified characters. Positions are offsets into the texts as written.
         """
         visible, texts = visible_texts(text_list(texts))
-        model_texts = self._model_texts(texts)
+        read = model_texts(self.script, texts)
         threshold = (self.scorer.detection_threshold if detection_threshold is None
                      else probability(detection_threshold, "detection_threshold"))
 
         def run_batch(group: list[Item]) -> list:
             # Every rule flag, also below RULE_FLAG_MIN_PROB: a scorer learns from those too.
-            scored = self._score_batch(model_texts, group, threshold, rule_floor=0.0)
+            scored = self._score_batch(read, group, threshold, rule_floor=0.0)
             return [] if scored is None else scored_candidates(scored, self.scorer.with_prior(scored.features))
 
         return [dataclasses.replace(c, position=visible[c.text_index].position(c.position))
-                for _, found in self._run(model_texts, batch_size, run_batch, originals=texts) for c in found]
+                for _, found in self._run(read, batch_size, run_batch, originals=texts) for c in found]
 
     # ---- the pipeline -----------------------------------------------------------------------
 
@@ -299,19 +229,19 @@ class Corrector:
         errors cluster (宅舞 for 债务), and a neighbour that was still wrong when the flags were
         computed often is not flagged (dev split, 48 held-out halves: two-pass F1 +0.003, 31
         halves better, none worse)."""
-        model_texts = self._model_texts(texts)
+        read = model_texts(self.script, texts)
         detection_threshold = self.scorer.detection_threshold
         idiom_threshold = self.scorer.idiom_threshold(threshold)
 
         def run_batch(group: list[Item]) -> list[tuple[Item, list[Edit]]]:
-            scored = self._score_batch(model_texts, group, detection_threshold)
+            scored = self._score_batch(read, group, detection_threshold)
             if scored is None:
                 return []
-            return [(group[row], self._guarded_edits(model_texts, texts, group[row], edits))
+            return [(group[row], self._guarded_edits(read, texts, group[row], edits))
                     for row, edits in accepted_edits(scored, threshold, idiom_threshold).items()]
 
         edits: list[list[Edit]] = [[] for _ in texts]
-        for item, accepted in self._run(model_texts, batch_size, run_batch, originals=texts, within=within,
+        for item, accepted in self._run(read, batch_size, run_batch, originals=texts, within=within,
                                         examine=examine):
             edits[item.text_index].extend(accepted)  # as written: traditional ones already written back
         return [Result.applying(text, found) for text, found in zip(texts, edits, strict=True)]
@@ -370,11 +300,6 @@ class Corrector:
                                           self.config.max_edits_per_sentence, sentences[i])
         return results, [i for i, second in zip(changed, again, strict=True) if second.edits]
 
-    def _model_texts(self, texts: Sequence[str]) -> list[str]:
-        """The texts as the model reads them: traditional ones in simplified script (script.py)."""
-        script = self.script
-        return [script.model_text(text) if script is not None and isinstance(text, str) else text for text in texts]
-
     def _items(self, texts: Sequence[str], originals: Sequence[str] | None = None,
                within: Sequence[set[int]] | None = None, examine: Sequence[set[int]] | None = None) -> list[Item]:
         """The chunk stage (chunking.py) with this corrector's settings."""
@@ -386,28 +311,9 @@ class Corrector:
              examine: Sequence[set[int]] | None = None) -> Iterator:
         """What `run_batch` returns for each batch of the texts' chunks, batch after batch; the
         batches run on the batch threads when there are enough of them."""
-        batch_size = max(1, batch_size or self.config.batch_size)
         items = self._items(texts, originals, within, examine)
         items.sort(key=lambda it: len(it.ids), reverse=True)  # similar lengths share a batch
-        if self.workers > 1 and len(items) >= self.workers * self._min_split_items:
-            # Split so that every worker gets a share (32: 2 x 16). With the torch encoders fewer
-            # texts stay one batch: two threads running small passes mostly wait for each other's
-            # Python and small ops (ONNX Runtime releases the GIL for its passes: split from 2).
-            batch_size = max(1, min(batch_size, math.ceil(len(items) / self.workers)))
-        groups = [items[first:first + batch_size] for first in range(0, len(items), batch_size)]
-        with blas_threads(1):
-            if self.workers == 1 or len(groups) <= 1:
-                for group in groups:
-                    yield from run_batch(group)
-                return
-            pool = batch_pool(self.workers, self._threads_per_worker)  # per call: a forked child starts its own
-            jobs = [pool.submit(run_batch, group) for group in groups]
-            try:
-                for job in jobs:
-                    yield from job.result()
-            finally:
-                for job in jobs:  # an error (or a caller that stops early): drop what has not started
-                    job.cancel()
+        yield from self.batch_workers.run(items, max(1, batch_size or self.config.batch_size), run_batch)
 
     def _guarded_edits(self, texts: Sequence[str], originals: Sequence[str] | None, item: Item,
                        edits: list[Edit]) -> list[Edit]:
@@ -415,9 +321,7 @@ class Corrector:
         back in its script; in a text read as written, none that only changes a character's
         script), then the max-edits guard."""
         text = texts[item.text_index]
-        if self.script is not None and originals is not None and originals[item.text_index] != text:
-            edits = restore_script(self.script, originals[item.text_index], text, item.chunk, edits)
-        elif self.script is not None:  # read as written: a traditional character's simplified form is no correction
-            edits = [edit for edit in edits if not self.script.same_character(edit.source, edit.target)]
+        original = None if originals is None else originals[item.text_index]
+        edits = written_edits(self.script, original, text, item.chunk, edits)
         return limit_edits(edits, sentence_spans(text, item.chunk.start, item.chunk.end),
                            self.config.max_edits_per_sentence)

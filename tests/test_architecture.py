@@ -124,14 +124,20 @@ def test_the_library_imports_neither_the_evaluator_nor_the_service():
 
 
 def test_public_names_import_from_the_package_and_their_former_modules():
-    from corrector import Corrector, CorrectorConfig, Edit, Result
+    from corrector import Corrector, CorrectorConfig, Edit, Result, pipeline
+    from corrector import config as moved_config
     from corrector.confusion import ConfusionSet
     from corrector.models import load_model
     from corrector.processes import ProcessCorrector
     from corrector.resources.confusion import ConfusionSet as moved_confusion
+    from corrector.runtime import workers as moved_workers
     from corrector.runtime.models import load_model as moved_load_model
     from corrector.runtime.processes import ProcessCorrector as moved_process_corrector
 
     assert (ConfusionSet, load_model, ProcessCorrector) == (moved_confusion, moved_load_model, moved_process_corrector)
-    assert Corrector.__module__ == CorrectorConfig.__module__ == "corrector.pipeline"
+    assert Corrector.__module__ == "corrector.pipeline" and pipeline.CorrectorConfig is CorrectorConfig
+    for name in ("CorrectorConfig", "DEFAULT_MAX_EDITS", "MAX_PASSES", "scorer_with_overrides", "whitelist_terms"):
+        assert getattr(pipeline, name) is getattr(moved_config, name)
+    for name in ("MIN_SPLIT_ITEMS", "MIN_SPLIT_ITEMS_ONNX"):
+        assert getattr(pipeline, name) == getattr(moved_workers, name)
     assert Result(source="a", target="a").edits == [] and Edit(0, "因", "应", 0.5).kind == "other"
