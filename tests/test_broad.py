@@ -177,11 +177,12 @@ def test_broad_dev_holds_out_every_part_from_training_and_the_corpus(tmp_path: P
     assert dropped >= len(dev.held_sentences) and kept > 0
     corpus_text = "".join(p.read_text(encoding="utf-8") for p in (out / "corpus").glob("*.txt"))
     assert not any(sentence in corpus_text for sentence in dev.held_sentences)
-    from corrector.finetune.operating import read_parts
+    from corrector.finetune.operating import read_clean_parts, read_parts
 
     parts = read_parts(out)
     assert parts["clean"] == [str(out / "dev" / "clean.tsv")]
-    assert "synth_law" in parts and "clean_law" not in parts  # the macro reads every part of "parts" but "clean"
+    assert parts["clean_law"] == [str(out / "dev" / "clean_law.tsv")] and "synth_law" in parts
+    assert read_clean_parts(out) == {"clean", *(f"clean_{d}" for d in domains)}  # never in the macro
 
 
 def test_domain_parts_come_from_corpus_domains_and_are_held_out_of_its_copy(tmp_path: Path, monkeypatch, confusion):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +53,7 @@ from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import Scorer, feature_matrix
 from ..splits import HeldOut
-from .operating import MAX_CLEAN_FPR, choose, choose_all
+from .operating import MAX_CLEAN_FPR, MAX_DOMAIN_FPR, Ceilings, OperatingPoint
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
 # used as a feature than as a gate (measured on dev, see the model card).
@@ -297,7 +297,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
               context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, seed: int = 0,
               members: int = DEFAULT_MEMBERS, correct_sides: bool = True,
               parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float = MAX_CLEAN_FPR,
-              log=print) -> dict:
+              clean: Collection[str] | None = None, max_domain_fpr: float = MAX_DOMAIN_FPR, log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `correct_sides` adds the correct side of every dev pair as an error-free sentence
@@ -308,8 +308,10 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     (word_scoring.py), so the corrector proposes them with this scorer (the release's recipe;
     broad dev held out 0.5093 -> 0.5316).
     `parts` ({name: dev files}, e.g. `operating.read_parts` of a `finetune broad` folder): every
-    setting and the edit threshold are chosen by the parts' macro F1 with at most `max_clean_fpr`
-    of the "clean" part's sentences changed (`operating.choose`), not by pooled dev F1."""
+    setting and the edit threshold are chosen by the error parts' macro F1 with at most
+    `max_clean_fpr` of the clean parts' sentences changed, pooled, and at most `max_domain_fpr`
+    of each clean part's (`operating.choose`; `clean`: the clean parts' names, e.g.
+    `operating.read_clean_parts`, default "clean" and clean_<domain>), not by pooled dev F1."""
     if members < 1:
         raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
@@ -322,76 +324,42 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     # Candidates come from the hand-set default scorer.
     if not word_candidates:
         inputs = [name for name in inputs if name not in WORD_FEATURES]
-    margins = sorted({m for m in margin_grid if m is not None})
-    weights = sorted({float(w) for w in lm_weight_grid} | {0.0}) if bundle.ngram is not None else [0.0]
-    fit_config = CorrectorConfig(generator_input=generator_input,
-                                 word_candidates=word_candidates)
-    corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
-    if corrector.generator_input != "source" or not margins:
-        margin_grid, weights = [None], [0.0]
-    rates = sorted({r for r in context_rate_grid if r is not None})
-    if bundle.error_pairs is None or not bundle.error_pairs.context_counts:
-        context_rate_grid, rates = [None], []
-    candidates = flagged_candidates(bundle, sources, fit_config, margins[0] if margins else None,
-                                    weights[-1], rates[0] if rates else None, fit_detection_threshold, batch_size,
-                                    word_flags(bundle, word_candidates, word_flag_gain).get("word_flag_gain"))
+    grids = _flag_grids(bundle, generator_input, word_candidates, margin_grid, lm_weight_grid, context_rate_grid)
+    candidates = flagged_candidates(bundle, sources, grids.fit_config, grids.margins[0] if grids.margins else None,
+                                    grids.weights[-1], grids.rates[0] if grids.rates else None, fit_detection_threshold,
+                                    batch_size, word_flags(bundle, word_candidates, word_flag_gain).get("word_flag_gain"))
     labels = candidate_labels(candidates, sources, targets)
-    membership = None if not parts else {  # a correct side belongs to its pair's part
-        name: [belongs[pair] for pair in pair_of] for name, belongs in dev_parts(examples[:n_pairs], parts).items()}
-    datasets = {"dev": examples} if membership is None else {
-        name: [e for e, inside in zip(examples, member, strict=True) if inside] for name, member in membership.items()}
-    if membership is not None:
-        log("dev parts: " + ", ".join(f"{name} {len(part)}" for name, part in datasets.items()))
-    log(f"generator input: {corrector.generator_input}")
+    membership, datasets = _part_datasets(examples, pair_of, n_pairs, parts, log)
+    log(f"generator input: {grids.generator_input}")
     log(f"dev: {len(examples)} sentences ({n_pairs} pairs + {len(examples) - n_pairs} correct sides), "
         f"{len(candidates)} candidates, {sum(labels)} gold corrections among them")
-    # A prior network (`python -m corrector.finetune prior`) is kept, and the fit reads its output.
-    prior = bundle.scorer_config.get("prior")
-    if prior:
-        log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
-    fit_options = dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
-                       members=members if hidden else 1, base={"prior": prior} if prior else None)
-    config = _fitted_scorer(candidates, labels, fit_options, prior, log)
+    fit_options, config = _fit(bundle.scorer_config.get("prior"), candidates, labels,
+                               dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
+                                    members=members if hidden else 1), log)
+    flags = {**particle_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)}
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
                    rate: float | None) -> Corrector:
         return Corrector(bundle, scorer={**scorer_config, "generator_flag_margin": margin,
                                          "generator_flag_lm_weight": weight, "context_flag_rate": rate,
                                          "idiom_threshold_factor": IDIOM_THRESHOLD_FACTOR,
-                                         "second_pass_threshold_factor": SECOND_PASS_THRESHOLD_FACTOR,
-                                         **particle_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)},
+                                         "second_pass_threshold_factor": SECOND_PASS_THRESHOLD_FACTOR, **flags},
                          detection_threshold=detection_threshold,
-                         config=CorrectorConfig(generator_input=corrector.generator_input))
+                         config=CorrectorConfig(generator_input=grids.generator_input))
 
-    settings = [(detection_threshold, margin, weight, rate) for detection_threshold in detection_grid
-                for margin in margin_grid for weight in (weights if margin is not None else [0.0])
-                for rate in context_rate_grid]
-    ceiling = None if membership is None else max_clean_fpr
-    results = [_swept_setting(make_trial(config, *setting), setting, datasets, batch_size, log, ceiling)
-               for setting in settings]
-    best_f1 = max(r[0] for r in results)
-    # Among near-ties, the setting that does the least work: the fastest.
-    f1, detection_threshold, margin, weight, rate, point, curve, operating, part_curves = max(
-        (r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
-        key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
-    _set_flag_settings(config, point.threshold, detection_threshold, corrector.generator_input, margin, weight, rate,
-                       {**particle_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)})
-    if margin is not None or rate is not None:
-        # The candidates the chosen setting examines (the flags add some below the threshold).
-        examined = make_trial(config, detection_threshold, margin, weight, rate).score_candidates(
-            sources, batch_size=batch_size)
-        breakdown = error_breakdown(examined, sources, targets, Scorer.from_config(config), float("-inf"))
-    else:
-        breakdown = error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
+    ceilings = None if membership is None else Ceilings(None if clean is None else frozenset(clean), max_clean_fpr,
+                                                       max_domain_fpr)
+    results = [_swept_setting(make_trial(config, *setting), setting, datasets, batch_size, log, ceilings)
+               for setting in grids.settings(detection_grid)]
+    f1, detection_threshold, margin, weight, rate, point, curve, operating, part_curves = _fastest_near_best(results)
+    setting = (detection_threshold, margin, weight, rate)
+    _set_flag_settings(config, point.threshold, detection_threshold, grids.generator_input, margin, weight, rate, flags)
+    breakdown = _chosen_breakdown(lambda: make_trial(config, *setting), candidates, sources, targets, config,
+                                  setting, batch_size)
     log("dev errors: " + ", ".join(f"{name} {count}" for name, count in breakdown.items()))
-    held_out_f1 = None
-    if held_out:
-        held_out_f1 = held_out_estimate(lambda scorer_config: make_trial(scorer_config, detection_threshold, margin, weight,
-                                                                               rate),
-                                        examples, candidates, labels, fit_options, batch_size, pair_of,
-                                        objective=None if membership is None else (membership, max_clean_fpr))
-        log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
-            f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
+    held_out_f1 = None if not held_out else _logged_held_out(
+        lambda scorer_config: make_trial(scorer_config, *setting), examples, candidates, labels, fit_options,
+        batch_size, pair_of, None if membership is None else (membership, ceilings), log)
     config["calibration"] = {
         "dev": Path(dev).name,  # a file name, not a path: the record travels with the model
         "dev_sentences": len(examples),
@@ -399,14 +367,105 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         "candidates": len(candidates),
         **_sweep_record(f1, point, curve, held_out_f1),
         "error_breakdown": breakdown,
+        **({} if operating is None else {"operating_point": _operating_record(operating, part_curves, ceilings)}),
     }
-    if operating is not None:
-        config["calibration"]["operating_point"] = _operating_record(operating, part_curves, max_clean_fpr)
     path = write_scorer_config(model_dir, config)
     log(f"wrote {path}: detection threshold {detection_threshold}, generator flag margin "
         f"{'off' if margin is None else margin}, LM weight {weight}, context flag rate "
         f"{'off' if rate is None else rate}, edit threshold {point.threshold}, dev F1 {f1:.4f}")
     return config
+
+
+@dataclass(frozen=True)
+class _FlagGrids:
+    """The flag settings `calibrate` tries, narrowed to what the model can use."""
+
+    generator_input: str  # as the corrector feeds the generator (the model's, or the one asked for)
+    fit_config: CorrectorConfig  # how the candidates the scorer is fitted on are made
+    margin_grid: list[float | None]  # margins tried ([None]: the discriminator alone)
+    margins: list[float]  # the asked-for grid's margins, sorted (the candidates use the first)
+    weights: list[float]  # LM weights tried with a margin ([0.0]: none)
+    context_rate_grid: list[float | None]  # context flag rates tried ([None]: off)
+    rates: list[float]  # the rates of that grid, sorted
+
+    def settings(self, detection_grid: Sequence[float]) -> list[tuple[float, float | None, float, float | None]]:
+        """Every (detection threshold, margin, LM weight, context rate) to sweep."""
+        return [(detection_threshold, margin, weight, rate) for detection_threshold in detection_grid
+                for margin in self.margin_grid for weight in (self.weights if margin is not None else [0.0])
+                for rate in self.context_rate_grid]
+
+
+def _flag_grids(bundle, generator_input: str | None, word_candidates: bool, margin_grid: Sequence[float | None],
+                lm_weight_grid: Sequence[float], context_rate_grid: Sequence[float | None]) -> _FlagGrids:
+    """The grids as given, less what the model cannot use: margins and LM weights without a
+    "source" generator (LM weights without an n-gram LM), context rates without context counts."""
+    margins = sorted({m for m in margin_grid if m is not None})
+    weights = sorted({float(w) for w in lm_weight_grid} | {0.0}) if bundle.ngram is not None else [0.0]
+    fit_config = CorrectorConfig(generator_input=generator_input, word_candidates=word_candidates)
+    corrector = Corrector(bundle, scorer={"generator_flag_margin": margins[0] if margins else None}, config=fit_config)
+    margin_grid = list(margin_grid)
+    if corrector.generator_input != "source" or not margins:
+        margin_grid, weights = [None], [0.0]
+    rates = sorted({r for r in context_rate_grid if r is not None})
+    context_rate_grid = list(context_rate_grid)
+    if bundle.error_pairs is None or not bundle.error_pairs.context_counts:
+        context_rate_grid, rates = [None], []
+    return _FlagGrids(corrector.generator_input, fit_config, margin_grid, margins, weights, context_rate_grid, rates)
+
+
+def _part_datasets(examples: Sequence[Example], pair_of: Sequence[int], n_pairs: int,
+                   parts: Mapping[str, Sequence[str | Path]] | None, log
+                   ) -> tuple[dict[str, list[bool]] | None, dict[str, list[Example]]]:
+    """(per part, whether each dev sentence belongs to it; the sentences of each part), or without
+    `parts` (None; all of dev as "dev"). A correct side belongs to its pair's part."""
+    if not parts:
+        return None, {"dev": list(examples)}
+    membership = {name: [belongs[pair] for pair in pair_of]
+                  for name, belongs in dev_parts(examples[:n_pairs], parts).items()}
+    datasets = {name: [e for e, inside in zip(examples, member, strict=True) if inside]
+                for name, member in membership.items()}
+    log("dev parts: " + ", ".join(f"{name} {len(part)}" for name, part in datasets.items()))
+    return membership, datasets
+
+
+def _fastest_near_best(results: Sequence[tuple]) -> tuple:
+    """Of `_swept_setting`'s results, the one within `SPEED_TOLERANCE` of the best F1 that does the
+    least work: the highest detection threshold, then no margin, no LM weight, the highest margin,
+    no context rate."""
+    best_f1 = max(r[0] for r in results)
+    return max((r for r in results if r[0] >= best_f1 - SPEED_TOLERANCE),
+               key=lambda r: (r[1], -r[3], float("inf") if r[2] is None else r[2], r[4] is None))
+
+
+def _chosen_breakdown(make_trial: Callable[[], Corrector], candidates, sources: Sequence[str],
+                      targets: Sequence[str], config: dict, setting: tuple, batch_size: int) -> dict[str, int]:
+    """`error_breakdown` at the chosen setting (detection threshold, margin, LM weight, context
+    rate), `make_trial()` its corrector: with flags, over the candidates it examines (the flags add
+    some below the detection threshold), else over the fit's candidates."""
+    detection_threshold, margin, _, rate = setting
+    if margin is not None or rate is not None:
+        examined = make_trial().score_candidates(sources, batch_size=batch_size)
+        return error_breakdown(examined, sources, targets, Scorer.from_config(config), float("-inf"))
+    return error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
+
+
+def _fit(prior: dict | None, candidates, labels: list[int], options: dict, log) -> tuple[dict, dict]:
+    """(the fit options, the scorer config fitted with them): `options` and the model's prior
+    network (`python -m corrector.finetune prior`), which is kept and whose output the fit reads."""
+    if prior:
+        log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
+    fit_options = {**options, "base": {"prior": prior} if prior else None}
+    return fit_options, _fitted_scorer(candidates, labels, fit_options, prior, log)
+
+
+def _logged_held_out(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
+                     pair_of: Sequence[int], objective: Objective | None, log) -> float | None:
+    """`held_out_estimate`, logged."""
+    held_out_f1 = held_out_estimate(make_trial, examples, candidates, labels, fit_options, batch_size, pair_of,
+                                    objective=objective)
+    log(f"held-out dev correction F1 (fit and threshold on one half, scored on the other): "
+        f"{'n/a (a half has nothing to learn from)' if held_out_f1 is None else f'{held_out_f1:.4f}'}")
+    return held_out_f1
 
 
 def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log) -> dict:
@@ -434,18 +493,18 @@ def with_word_scorer(config: dict, candidates, labels: Sequence[int]) -> dict:
 
 
 def _swept_setting(trial: Corrector, setting: tuple, datasets: Mapping[str, Sequence[Example]], batch_size: int, log,
-                   max_clean_fpr: float | None = None) -> tuple:
+                   ceilings: Ceilings | None = None) -> tuple:
     """(dev F1, detection threshold, margin, LM weight, context rate, best point, pooled curve,
     operating point, part curves) of one flag setting: `trial` swept over the edit thresholds on
-    the dev `datasets`. With `max_clean_fpr` (datasets = the broad dev's parts) the F1 and point
-    are the operating point's (`operating.choose`), else pooled dev F1's best."""
+    the dev `datasets`. With `ceilings` (datasets = the broad dev's parts) the F1 and point are
+    the operating point's (`operating.choose`), else pooled dev F1's best."""
     detection_threshold, margin, weight, rate = setting
     result = sweep_threshold(trial, datasets, batch_size=batch_size, thresholds=EDIT_THRESHOLDS)
     point, operating, part_curves = result.best, None, None
     f1 = point.value("sentence.correction.f1")
-    if max_clean_fpr is not None:
+    if ceilings is not None:
         part_curves = {name: result.curves[name] for name in datasets}
-        operating = choose(part_curves, max_clean_fpr=max_clean_fpr)
+        operating = ceilings.choose(part_curves)
         point = next(p for p in result.pooled if p.threshold == operating.threshold)
         f1 = operating.macro_f1
     log(f"detection threshold {detection_threshold:.3f}, generator flag margin "
@@ -456,12 +515,18 @@ def _swept_setting(trial: Corrector, setting: tuple, datasets: Mapping[str, Sequ
     return (f1, detection_threshold, margin, weight, rate, point, result.pooled, operating, part_curves)
 
 
-def _operating_record(operating, part_curves, max_clean_fpr: float) -> dict:
-    """How the edit threshold was chosen, and the curve around it as (edit threshold, macro F1, clean FPR)."""
-    return {"chosen_by": "macro F1 of the dev parts, clean FPR at most max_clean_fpr",
-            "max_clean_fpr": max_clean_fpr, "macro_f1": round(operating.macro_f1, 4), "clean_fpr": operating.clean_fpr,
+def _operating_record(operating: OperatingPoint, part_curves, ceilings: Ceilings) -> dict:
+    """How the edit threshold was chosen, each clean part's rate there, and the curve around it as
+    (edit threshold, macro F1, pooled clean FPR, the highest clean part's FPR)."""
+    met = operating.within(ceilings.max_clean_fpr, ceilings.max_domain_fpr)
+    return {"chosen_by": "macro F1 of the error parts, pooled clean FPR at most max_clean_fpr and each clean part's "
+                         "at most max_domain_fpr" + ("" if met else "; none met both: the smallest worst overshoot"),
+            "max_clean_fpr": ceilings.max_clean_fpr, "max_domain_fpr": ceilings.max_domain_fpr,
+            "macro_f1": round(operating.macro_f1, 4), "clean_fpr": operating.clean_fpr,
+            "clean_part_fpr": dict(operating.clean_part_fpr),
             "part_f1": {k: round(v, 4) for k, v in operating.part_f1.items()},
-            "curve": [[p.threshold, round(p.macro_f1, 4), p.clean_fpr] for p in choose_all(part_curves)]}
+            "curve": [[p.threshold, round(p.macro_f1, 4), p.clean_fpr, max(p.clean_part_fpr.values(), default=None)]
+                      for p in ceilings.choose_all(part_curves)]}
 
 
 def _set_flag_settings(config: dict, threshold: float, detection_threshold: float, generator_input: str,
@@ -521,7 +586,7 @@ def flagged_candidates(bundle, sources: Sequence[str], config: CorrectorConfig, 
 
 
 def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
-                      pair_of: Sequence[int] | None = None, objective=None) -> float | None:
+                      pair_of: Sequence[int] | None = None, objective: Objective | None = None) -> float | None:
     """Mean over both ways of: fit on one half of dev (alternate pairs; `pair_of[i]`: the pair
     example i belongs to, default itself), edit threshold swept on it, sentence correction F1 on
     the other half at that threshold. `make_trial(scorer config)` builds the corrector to run.
@@ -550,37 +615,46 @@ class HalfScore:
     # F1 or None}} — "new" for those without a training twin (`training_twins`), a `dev_parts`
     # name for the pairs drawn from those training sets. A subset the half lacks is left out.
     subsets: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    # With an objective (dev parts): the parts' macro F1 and the clean part's FPR on the other
-    # half, {"one_pass", "two_passes", "clean_fpr_one_pass", "clean_fpr_two_passes"}.
+    # With an objective (dev parts): the parts' macro F1 and the clean parts' pooled FPR on the
+    # other half, {"one_pass", "two_passes", "clean_fpr_one_pass", "clean_fpr_two_passes"}.
     macro: dict[str, float | None] | None = None
     # With `ceiling`: where the other half's errors are lost (evaluation/ceiling.py, its recall the
     # default passes' output at the tuned threshold), {"all" or a subset's name: CeilingReport.to_dict()}.
     ceiling: dict[str, dict] | None = None
+    # With an objective: each clean part's [false positives, error-free sentences] on the other
+    # half, {"one_pass": {part: counts}, "two_passes": {part: counts}}: `finetune heldout` pools
+    # them over halves into each domain's rate and the overall one.
+    clean: dict[str, dict[str, list[int]]] | None = None
 
 
-def _part_point(examples, outputs, indices: Sequence[int], members: Mapping[str, Sequence[bool]],
-                thresholds: Sequence[float], max_clean_fpr: float | None = None, idiom_factor: float | None = None):
-    """The operating point of the sentences `indices` split into parts: chosen among `thresholds`
-    under `max_clean_fpr`, or (None) the first threshold's figures."""
+# How `fit_and_score` chooses a threshold on dev parts: (part membership per sentence, the clean
+# parts and their ceilings).
+Objective = tuple[Mapping[str, Sequence[bool]], Ceilings]
+
+
+def _part_point(examples, outputs, indices: Sequence[int], objective: Objective, thresholds: Sequence[float],
+                pick: bool = True, idiom_factor: float | None = None) -> OperatingPoint:
+    """The operating point of the sentences `indices` split into the objective's parts: chosen
+    among `thresholds` under its ceilings, or (`pick` False) the first threshold's figures."""
+    members, ceilings = objective
     curves = {name: sweep([examples[i] for i in indices if member[i]], [outputs[i] for i in indices if member[i]],
                           thresholds, idiom_factor=idiom_factor)
               for name, member in members.items() if any(member[i] for i in indices)}
-    return choose_all(curves)[0] if max_clean_fpr is None else choose(curves, max_clean_fpr=max_clean_fpr)
+    return ceilings.choose(curves) if pick else ceilings.choose_all(curves)[0]
 
 
 def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
                   subsets: Mapping[str, Sequence[bool]] | None = None,
-                  objective: tuple[Mapping[str, Sequence[bool]], float] | None = None,
-                  ceiling: bool = False) -> HalfScore | None:
+                  objective: Objective | None = None, ceiling: bool = False) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
     edit threshold on them (one pass, as `corrector.evaluation.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
     and with `two_passes` also as the corrector runs by default (`CorrectorConfig.passes`); with
     `subsets` ({name: per sentence, whether it belongs}) also on the other half's sentences of
-    each. With `objective` ((part membership per sentence, clean FPR ceiling)) the threshold is
-    `operating.choose`'s on the fit half and `HalfScore.macro` holds the other half's macro F1
-    and clean FPR. With `ceiling` and `two_passes`, `HalfScore.ceiling` holds the other half's
+    each. With `objective` ((part membership per sentence, `operating.Ceilings`)) the threshold is
+    `operating.choose`'s on the fit half, `HalfScore.macro` holds the other half's macro F1 and
+    pooled clean FPR and `HalfScore.clean` its clean parts' counts. With `ceiling` and `two_passes`, `HalfScore.ceiling` holds the other half's
     candidate ceiling. None when the fit half's candidates are all gold or all wrong."""
     picked = [k for k, cand in enumerate(candidates) if half_of[cand.text_index] == fit_half]
     fit_labels = [labels[k] for k in picked]
@@ -596,7 +670,7 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS,
                                  idiom_factor=idioms)).threshold
     else:
-        tuned = _part_point(examples, results, fit_idx, objective[0], EDIT_THRESHOLDS, objective[1], idioms).threshold
+        tuned = _part_point(examples, results, fit_idx, objective, EDIT_THRESHOLDS, idiom_factor=idioms).threshold
     subset_idx = {name: [i for i in test_idx if member[i]] for name, member in (subsets or {}).items()}
     subset_idx = {name: indices for name, indices in subset_idx.items() if indices}
 
@@ -606,17 +680,15 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         return sweep([examples[i] for i in indices], [outputs[i] for i in indices], [at],
                      idiom_factor=idioms)[0].value("sentence.correction.f1")
 
-    def macro(outputs, at: float) -> tuple[float | None, float | None]:
-        if objective is None:
-            return None, None
-        point = _part_point(examples, outputs, test_idx, objective[0], [at], idiom_factor=idioms)
-        return point.macro_f1, point.clean_fpr
+    def macro(outputs, at: float) -> OperatingPoint | None:
+        return None if objective is None else _part_point(examples, outputs, test_idx, objective, [at], pick=False,
+                                                          idiom_factor=idioms)
 
     one = f1(test_idx, results, tuned)
     scores = {name: {"one_pass": f1(indices, results, tuned), "two_passes": None}
               for name, indices in subset_idx.items()}
-    macro_one, fpr_one = macro(results, tuned)
-    two = macro_two = fpr_two = ceilings = None
+    point_one = macro(results, tuned)
+    two = point_two = ceilings = None
     if two_passes:
         again, _ = run_system(trial.with_passes(CorrectorConfig().passes), [examples[i].source for i in test_idx],
                               batch_size=batch_size,
@@ -625,16 +697,21 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
         two = f1(test_idx, by_index, 0.0)
         for name, indices in subset_idx.items():
             scores[name]["two_passes"] = f1(indices, by_index, 0.0)
-        macro_two, fpr_two = macro(by_index, 0.0)
+        point_two = macro(by_index, 0.0)
         if ceiling:  # one more (first) pass over the other half, for its candidates
             pairs = [(examples[i].source, examples[i].target) for i in test_idx]
             found = pair_ceilings(trial, pairs, batch_size, [by_index[i].target for i in test_idx])
             per_pair = dict(zip(test_idx, found, strict=True))
             ceilings = {name: combine(per_pair[i] for i in indices).to_dict()
                         for name, indices in {"all": test_idx, **subset_idx}.items()}
-    figures = None if objective is None else {"one_pass": macro_one, "two_passes": macro_two,
-                                              "clean_fpr_one_pass": fpr_one, "clean_fpr_two_passes": fpr_two}
-    return HalfScore(split, fit_half, tuned, one, two, scores, figures, ceilings)
+    figures = clean = None
+    if point_one is not None:
+        figures = {"one_pass": point_one.macro_f1, "two_passes": None if point_two is None else point_two.macro_f1,
+                   "clean_fpr_one_pass": point_one.clean_fpr,
+                   "clean_fpr_two_passes": None if point_two is None else point_two.clean_fpr}
+        clean = {way: {name: list(counts) for name, counts in point.clean_counts.items()}
+                 for way, point in (("one_pass", point_one), ("two_passes", point_two)) if point is not None}
+    return HalfScore(split, fit_half, tuned, one, two, scores, figures, ceilings, clean)
 
 
 def scorer_hidden(config: Mapping, members: int) -> int:
@@ -649,6 +726,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
                     fit_detection_threshold: float = 0.01, members: int = DEFAULT_MEMBERS, seed: int = 0,
                     correct_sides: bool = True, twins_of: Sequence[str | Path] = (),
                     parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float | None = None,
+                    clean: Collection[str] | None = None, max_domain_fpr: float = MAX_DOMAIN_FPR,
                     log=print) -> list[HalfScore]:
     """How well a model's scorer form generalises on its dev split, as the shipped model was
     chosen among others (`finetune heldout`): for each split number, dev is shuffled with that seed and
@@ -663,8 +741,10 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     half is also scored on its sentences without a training twin (`training_twins`:
     `HalfScore.subsets["new"]`), with `parts` ({name: training sets}) on those drawn from each
     part's sets (`dev_parts`: `subsets[name]`); a correct side goes with its pair. With `parts` and
-    `max_clean_fpr`, each half's threshold is the parts' operating point (`operating.choose`, the
-    part "clean" giving the FPR) and `HalfScore.macro` holds the other half's macro F1 and clean FPR.
+    `max_clean_fpr`, each half's threshold is the parts' operating point (`operating.choose`: the
+    parts named in `clean`, default "clean" and clean_<domain>, give the clean rates, pooled at most
+    `max_clean_fpr` and each at most `max_domain_fpr`); `HalfScore.macro` holds the other half's
+    macro F1 and pooled clean FPR, `HalfScore.clean` its clean parts' counts.
     `HalfScore.ceiling`: the other half's candidate ceiling, in all and per subset."""
     bundle = load_model(str(model_dir))
     examples, pair_of, n_pairs = _dev_examples(dev, correct_sides)
@@ -680,7 +760,9 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
         pair_subsets["new"] = [not twin for twin in pair_twin]
         log(f"dev pairs with a training twin: {sum(pair_twin)} of {n_pairs}")
     subsets = {name: [belongs[pair] for pair in pair_of] for name, belongs in pair_subsets.items()}
-    objective = ({name: subsets[name] for name in parts}, max_clean_fpr) if parts and max_clean_fpr is not None else None
+    objective = None if not parts or max_clean_fpr is None else (
+        {name: subsets[name] for name in parts},
+        Ceilings(None if clean is None else frozenset(clean), max_clean_fpr, max_domain_fpr))
     config = bundle.scorer_config
     flags = Scorer.from_config(config)  # the model's own flag settings, kept by every refit below
     sources = [e.source for e in examples]
@@ -717,6 +799,6 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
                 f"F1 one pass {score.one_pass:.4f}, {CorrectorConfig().passes} passes {score.two_passes:.4f}"
                 + "".join(f"; {name} {f['one_pass']:.4f}, {f['two_passes']:.4f}" for name, f in score.subsets.items())
                 + ("" if score.macro is None else f"; macro {score.macro['one_pass']:.4f}, {score.macro['two_passes']:.4f}, "
-                   f"clean FPR {score.macro['clean_fpr_one_pass']}, {score.macro['clean_fpr_two_passes']}"))
+                   f"clean FPR (pooled) {score.macro['clean_fpr_one_pass']}, {score.macro['clean_fpr_two_passes']}"))
             scores.append(score)
     return scores
