@@ -30,7 +30,7 @@ def test_model_directory_is_complete_and_calibrated():
     scorer = json.loads((DEFAULT_MODEL_DIR / "scorer.json").read_text(encoding="utf-8"))
     assert "calibration" in scorer and scorer["calibration"]["dev"].endswith("dev.tsv")
     size = sum(p.stat().st_size for p in DEFAULT_MODEL_DIR.rglob("*") if p.is_file())
-    assert size < 60 * 1024 * 1024
+    assert size < 120 * 1000 * 1000  # the budget (README); 100 MB with the corpus_domains n-gram LM
 
 
 def test_the_readme_example_as_the_release_corrects_it(corrector):
@@ -39,7 +39,7 @@ def test_the_readme_example_as_the_release_corrects_it(corrector):
     result = corrector.correct("少先队员因该为老人让坐")
     assert result.target == "少先队员应该为老人让坐"
     assert [(e.position, e.source, e.target) for e in result.edits] == [(4, "因", "应")]
-    assert corrector.scorer.threshold == pytest.approx(0.63)
+    assert corrector.scorer.threshold == pytest.approx(0.65)
 
 
 def test_corrects_a_particle_by_its_grammar(corrector):
