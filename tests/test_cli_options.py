@@ -128,10 +128,6 @@ def _documented_snippet(document: str) -> str:
     return next(block for block in blocks if "ProcessCorrector(" in block)
 
 
-def test_readme_shows_the_snippet_that_docs_service_runs():
-    assert _documented_snippet("README.md") == _documented_snippet("docs/service.md")
-
-
 @pytest.mark.skipif(not SHIPPED, reason="the shipped model is not in data/model")
 def test_process_corrector_snippet_runs_as_a_script_from_another_directory(tmp_path):
     snippet = _documented_snippet("docs/service.md")
