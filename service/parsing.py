@@ -41,13 +41,11 @@ CLEARER = {
 class RequestError(Exception):
     """A request that cannot be corrected, answered `status` with `errors`."""
 
-    status = 422
+    status = 422  # each subclass's
 
-    def __init__(self, errors: list[ErrorItem], status: int | None = None) -> None:
+    def __init__(self, errors: list[ErrorItem]) -> None:
         super().__init__(errors[0].msg if errors else "bad request")
         self.errors = errors
-        if status is not None:
-            self.status = status
 
 
 class InputError(RequestError):

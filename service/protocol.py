@@ -59,17 +59,19 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     return {"http": PROTOCOL, "timeout_keep_alive": settings.keep_alive_s}
 
 
+def _served_state(app: Any) -> Any:
+    """The state of the app uvicorn serves, found through the middlewares it wraps it in (each
+    holds the next as `.app`); None for an app without one."""
+    while app is not None and not hasattr(getattr(app, "state", None), "settings"):
+        app = getattr(app, "app", None)
+    return None if app is None else app.state
+
+
 def _guard_for(app: Any, config: Any) -> Guard:
-    """The Guard of the app uvicorn serves (found through its middleware wrappers), made once per
-    server config."""
+    """The Guard of the app uvicorn serves, made once per server config."""
     guard = getattr(config, "_csc_guard", None)
     if guard is None:
-        state = None
-        for _ in range(16):  # uvicorn wraps the app in a few middlewares, each with .app
-            state = getattr(app, "state", None)
-            if state is not None and hasattr(state, "settings") or app is None:
-                break
-            app = getattr(app, "app", None)
+        state = _served_state(app)
         settings = getattr(state, "settings", None) or Settings()
         guard = Guard(settings.head_timeout_s, settings.max_head_bytes, settings.max_connections,
                       getattr(state, "metrics", None))

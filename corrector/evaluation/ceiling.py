@@ -27,11 +27,12 @@ covered or ranked first only so: the figures are the correction's to within 0.1 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from ..scored import ScoredCandidate
 from ..text.script import ScriptConverter
+from .metrics import ratio
 
 # Sentences per `score_candidates` call: every candidate carries its feature dict (~40 floats),
 # so a data set is read in slices to keep memory flat; the call batches within each slice.
@@ -50,10 +51,6 @@ class CandidateScorer(Protocol):
 COUNTS = ("sentences", "errors", "flagged", "covered", "ranked_first", "skipped")
 
 
-def _share(count: int, total: int) -> float:
-    return count / total if total else 0.0
-
-
 @dataclass(frozen=True)
 class CeilingReport:
     """Counts over the gold edited positions of a data set's same-length pairs."""
@@ -69,19 +66,19 @@ class CeilingReport:
 
     @property
     def flagged_share(self) -> float:
-        return _share(self.flagged, self.errors)
+        return ratio(self.flagged, self.errors)
 
     @property
     def coverage(self) -> float:
-        return _share(self.covered, self.errors)
+        return ratio(self.covered, self.errors)
 
     @property
     def ceiling(self) -> float:
-        return _share(self.ranked_first, self.errors)
+        return ratio(self.ranked_first, self.errors)
 
     @property
     def recall(self) -> float | None:
-        return None if self.corrected is None else _share(self.corrected, self.errors)
+        return None if self.corrected is None else ratio(self.corrected, self.errors)
 
     @classmethod
     def from_dict(cls, data: dict) -> CeilingReport:
@@ -90,20 +87,8 @@ class CeilingReport:
 
     def to_dict(self) -> dict:
         """The counts and the shares (fractions; `recall` None without predictions)."""
-        return {
-            "sentences": self.sentences,
-            "errors": self.errors,
-            "flagged": self.flagged,
-            "covered": self.covered,
-            "ranked_first": self.ranked_first,
-            "corrected": self.corrected,
-            "corrected_later": self.corrected_later,
-            "skipped": self.skipped,
-            "flagged_share": self.flagged_share,
-            "coverage": self.coverage,
-            "ceiling": self.ceiling,
-            "recall": self.recall,
-        }
+        return {**asdict(self), "flagged_share": self.flagged_share, "coverage": self.coverage,
+                "ceiling": self.ceiling, "recall": self.recall}
 
 
 def _model_targets(corrector: CandidateScorer, source: str, target: str) -> str:

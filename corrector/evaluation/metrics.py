@@ -39,7 +39,8 @@ CATEGORIES: tuple[Category, ...] = (
 )
 
 
-def _ratio(numerator: int, denominator: int) -> float:
+def ratio(numerator: int, denominator: int) -> float:
+    """numerator / denominator, 0 for an empty denominator (a share of nothing)."""
     return numerator / denominator if denominator else 0.0
 
 
@@ -53,11 +54,11 @@ class PRF:
 
     @property
     def precision(self) -> float:
-        return _ratio(self.tp, self.tp + self.fp)
+        return ratio(self.tp, self.tp + self.fp)
 
     @property
     def recall(self) -> float:
-        return _ratio(self.tp, self.tp + self.fn)
+        return ratio(self.tp, self.tp + self.fn)
 
     @property
     def f1(self) -> float:
@@ -173,7 +174,7 @@ class Scores:
 
     @property
     def fpr(self) -> float:
-        return _ratio(self.false_positives, self.error_free_sentences)
+        return ratio(self.false_positives, self.error_free_sentences)
 
     def to_dict(self) -> dict:
         return {
@@ -231,8 +232,8 @@ def score_judgements(judgements: Iterable[Judgement], characters: int = 0) -> Sc
         lenient_correction=PRF(cor_tp, false_pos, errors - cor_tp),
         char_detection=PRF(char_det_tp, char_pred - char_det_tp, char_gold - char_det_tp),
         char_correction=PRF(char_cor_tp, char_pred - char_cor_tp, char_gold - char_cor_tp),
-        detection_accuracy=_ratio(det_right, n),
-        correction_accuracy=_ratio(cor_right, n),
+        detection_accuracy=ratio(det_right, n),
+        correction_accuracy=ratio(cor_right, n),
         false_positives=false_pos,
         categories=dict(categories),
     )
