@@ -1,5 +1,7 @@
 """Command line: `python -m corrector "文本"` or `python -m corrector --input FILE`.
 
+`python -m corrector check PATH...` checks files instead, like a linter (corrector/check/).
+
 Texts given as arguments: the corrected text on one line, then one line per edit
 (`  <position>\t<source> -> <target>\t<kind>\t<confidence>`). With --input FILE (or text on
 stdin), one text per line, read and written a block of lines at a time: the output has one
@@ -407,6 +409,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"]:
+        from .check import main as check_main
+
+        return check_main(argv[1:])
     try:
         return run(parse_args(argv))
     except KeyboardInterrupt:  # Ctrl-C: --output is left as it was (cli_io.output_stream)
