@@ -508,3 +508,16 @@ def test_docx_paragraphs_tables_and_fix_inside_runs(tmp_path, capsys):
     assert [r.text for r in runs] == ["少先队员", "应", "该为老人让座。"] and runs[1].bold
     assert fixed.tables[0].cell(0, 1).text == "他今天很高兴。"
     assert run([str(path)], capsys)[0] == 0
+
+
+def test_pre_commit_hook_definition():
+    yaml = pytest.importorskip("yaml")
+    root = check_config.Path(__file__).resolve().parent.parent
+    (hook,) = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert hook["id"] == "chinese-spelling" and hook["entry"] == "python -m corrector check"
+    assert hook["language"] == "python" and hook["require_serial"] is True
+    files = re.compile(hook["files"])
+    assert all(files.search(name) for name in ("a.md", "docs/b.markdown", "c.txt", "d.rst", "e.srt", "f.docx"))
+    assert not any(files.search(name) for name in ("a.py", "md", "a.md.bak"))
+    extra = check_config.tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert set(hook["additional_dependencies"]) == {d for d in extra["check"] if "python_version" not in d}

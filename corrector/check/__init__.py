@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from .. import __version__
 from .config import ConfigError, Settings, load_settings
 from .documents import Segment, rst_segments, srt_segments, text_segments
 from .encodings import BinaryFile, DecodeProblem, Encoding, detect, numbered, read_text
@@ -36,9 +37,12 @@ from .fix import FixProblem, docx_diff, fix_docx, fix_text_file, text_diff
 from .report import FORMATS, Finding, Reporter
 
 if TYPE_CHECKING:
+    from ..pipeline import Corrector
+    from ..resources.confusion import ConfusionSet
+    from ..result import Result
     from .engine import BatchCorrector
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 REQUIRED = {"markdown_it": "markdown-it-py", "mdit_py_plugins": "mdit-py-plugins",
             "charset_normalizer": "charset-normalizer", "docx": "python-docx"}
 
@@ -124,7 +128,7 @@ class LazyCorrector:
         self.settings = settings
         self.corrector = None
 
-    def load(self):
+    def load(self) -> Corrector:
         from ..pipeline import Corrector
         from ..runtime.models import disable_loading_bars
 
@@ -139,13 +143,13 @@ class LazyCorrector:
         except (OSError, ValueError, RuntimeError) as err:
             raise ModelError(f"cannot load the model: {err}") from err
 
-    def correct_batch(self, texts: list[str]):
+    def correct_batch(self, texts: list[str]) -> list[Result]:
         if self.corrector is None:
             self.corrector = self.load()
         return self.corrector.correct_batch(texts)
 
 
-def user_confusion(entries: list[str]):
+def user_confusion(entries: list[str]) -> ConfusionSet:
     """A ConfusionSet with the config's pairs, read exactly as a --confusion file's lines."""
     import tempfile
 
@@ -229,8 +233,20 @@ def check_files(targets: list[Target], corrector: BatchCorrector, args: argparse
 
 
 def main(argv: list[str] | None = None, *, corrector: BatchCorrector | None = None) -> int:
-    """Run the checker; `corrector` replaces the model (tests). The exit status."""
-    args = parse_args(argv)
+    """Run the checker; `corrector` replaces the model (tests). The exit status: that of `run`,
+    130 on Ctrl-C (a file being fixed is left as it was: fix.py writes through a temporary
+    file), 141 when the reader of the report went away (`| head`), quietly."""
+    try:
+        return run(parse_args(argv), corrector)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_BROKEN_PIPE
+
+
+def run(args: argparse.Namespace, corrector: BatchCorrector | None) -> int:
+    """Settings, files, checks, report: the exit status (module docstring)."""
     if missing := missing_packages():
         say(f"error: `check` needs {', '.join(missing)}: pip install 'electra-csc[check]'")
         return EXIT_ERROR
@@ -244,8 +260,6 @@ def main(argv: list[str] | None = None, *, corrector: BatchCorrector | None = No
         say(message)
     for message in errors:
         say(f"error: {message}")
-    from .. import __version__
-
     out = sys.stdout
     reporter = Reporter(args.format, out, __version__)
     try:

@@ -70,7 +70,7 @@ def _decodes(path: Path, codec: str, skip: int = 0) -> str | None:
                 done += len(chunk)
             decoder.decode(b"", final=True)
         except UnicodeDecodeError as err:
-            return f"not valid {codec} near byte {done - len(chunk) + err.start}"
+            return f"not valid {codec} near byte {done + err.start}"
     return None
 
 

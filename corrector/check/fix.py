@@ -19,10 +19,14 @@ import codecs
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..outputs import atomic_output
 from .encodings import Encoding, numbered, round_trips
 from .report import Finding
+
+if TYPE_CHECKING:
+    from docx.document import Document as DocxDocument
 
 CONTEXT = 3  # lines of context around a change in --diff
 
@@ -159,7 +163,7 @@ def _hunk(first: int, body: list[str | tuple[str, str]]) -> list[str]:
     return out
 
 
-def fix_docx(document, path: Path, findings: list[Finding]) -> int:
+def fix_docx(document: DocxDocument, path: Path, findings: list[Finding]) -> int:
     """Replace each finding's character in its w:t element, then save atomically."""
     done = []
     for finding in findings:

@@ -25,9 +25,13 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..text.tokenization import is_cjk
 from .documents import PLACEHOLDER, Segment, SegmentBuilder, TextLocator, lines_of
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 IGNORE = re.compile(r"<!--\s*corrector:\s*ignore\s*-->\s*$")
 MARKUP = frozenset(" \t\n*_~`[]!<>#|\\=+-")  # consumed by the inline parser without leaving text
@@ -35,7 +39,7 @@ ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{
 RESYNC = 8  # how far past a mismatch a non-CJK character is looked for
 
 
-def parser():
+def parser() -> MarkdownIt:
     """The Markdown parser: CommonMark, GFM tables and strikethrough, YAML front matter."""
     from markdown_it import MarkdownIt
     from mdit_py_plugins.front_matter import front_matter_plugin

@@ -78,10 +78,16 @@ def github_line(finding: Finding) -> str:
 
 
 def artifact_uri(path: str) -> str:
-    """A file's SARIF artifact URI: relative paths as percent-encoded POSIX paths (resolved
-    against the checkout by code scanning), absolute ones as file: URIs."""
+    """A file's SARIF artifact URI: a percent-encoded POSIX path relative to the current
+    directory (code scanning resolves it against the checkout) where the file is under it, else
+    a file: URI."""
     target = Path(path)
-    return target.as_uri() if target.is_absolute() else quote(target.as_posix())
+    if target.is_absolute():
+        try:
+            target = target.relative_to(Path.cwd())
+        except ValueError:
+            return target.as_uri()
+    return quote(target.as_posix())
 
 
 def sarif_log(findings: list[Finding], version: str) -> dict:

@@ -13,9 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .documents import Segment
+
+if TYPE_CHECKING:
+    from docx.document import Document as DocxDocument
+    from docx.table import _Cell
+    from docx.text.paragraph import Paragraph
+    from docx.text.run import Run
 
 
 @dataclass
@@ -30,7 +36,7 @@ class ParagraphLocator:
         return self.number, anchor + 1
 
 
-def _paragraphs(container) -> Iterator:
+def _paragraphs(container: DocxDocument | _Cell) -> Iterator[Paragraph]:
     """Paragraphs in document order, descending into tables (a merged cell once)."""
     from docx.table import Table
 
@@ -46,7 +52,7 @@ def _paragraphs(container) -> Iterator:
             yield item
 
 
-def _runs(paragraph) -> Iterator:
+def _runs(paragraph: Paragraph) -> Iterator[Run]:
     from docx.text.hyperlink import Hyperlink
 
     for item in paragraph.iter_inner_content():
@@ -56,7 +62,7 @@ def _runs(paragraph) -> Iterator:
             yield item
 
 
-def _paragraph_segment(paragraph, number: int) -> Segment | None:
+def _paragraph_segment(paragraph: Paragraph, number: int) -> Segment | None:
     from docx.oxml.ns import qn
 
     text_tag, tab_tag, breaks = qn("w:t"), qn("w:tab"), {qn("w:br"), qn("w:cr")}
@@ -78,7 +84,7 @@ def _paragraph_segment(paragraph, number: int) -> Segment | None:
     return Segment(text, anchors, locator)
 
 
-def docx_document(path: Path):
+def docx_document(path: Path) -> tuple[DocxDocument, list[Segment]]:
     """The opened document (kept for --fix) and its segments."""
     import docx
 
