@@ -133,6 +133,31 @@ def pack_sequences(lines: Iterable[str], tokenizer: CharTokenizer, max_length: i
         yield tokenizer.with_special_tokens(current)
 
 
+def pack_full_rows(rows: np.ndarray, cls_id: int, sep_id: int, pad_id: int, max_length: int | None = None) -> np.ndarray:
+    """Re-cut sentence-packed rows (`[CLS] chars… [SEP] [PAD]…`) into full rows: the characters
+    of all rows in order, as one stream cut into `[CLS] max_length-2 characters [SEP]` with no
+    padding; the last partial row is dropped. Sentences run on across rows (RoBERTa's
+    FULL-SENTENCES packing).
+
+    Why: every position of a step is then real text, and with no padding the model runs without
+    an attention mask (SDPA's fused kernels, no mask to build or check) on one fixed shape, the
+    shape compiled graphs and CUDA graphs need. The corpus in data/model's vocabulary packed by
+    sentences is 241,151 rows of 128 of which 80.0 % are characters; full rows hold the same
+    24.7 M characters in 196,050 rows, 19 % fewer steps an epoch."""
+    max_length = max_length or rows.shape[1]
+    body = max_length - 2
+    if body < 1:
+        raise ValueError(f"full rows of {max_length} positions have no room for text")
+    stream = rows[(rows != cls_id) & (rows != sep_id) & (rows != pad_id)]  # row-major: the text in order
+    count = len(stream) // body
+    if count == 0:
+        raise ValueError(f"{len(stream)} characters do not fill one row of {max_length}")
+    packed = np.empty((count, max_length), dtype=rows.dtype)
+    packed[:, 0], packed[:, -1] = cls_id, sep_id
+    packed[:, 1:-1] = stream[: count * body].reshape(count, body)
+    return packed
+
+
 def corpus_fingerprint(files: list[Path], tokenizer: CharTokenizer, max_length: int, halfwidth: bool) -> str:
     digest = hashlib.sha256()
     for path in files:

@@ -38,7 +38,17 @@ PRESETS: dict[str, ElectraSize] = {
     "small": ElectraSize(),
     # What two CPU cores can pre-train in about an hour: half the depth of ELECTRA-small.
     "mini": ElectraSize(num_layers=6, max_position_embeddings=256),
+    # The shipped pair's shape (data/model: LTP-tiny's 3 x 256 encoder, a full-width generator).
+    "shipped": ElectraSize(num_layers=3, generator_size=1.0),
+    # BERT-base size (ELECTRA-base: 12 x 768, embeddings 768, generator 1/3 width), the shape a
+    # GPU step is measured at for MFU (`pretrain bench --preset base`).
+    "base": ElectraSize(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072,
+                        embedding_size=768, generator_size=1 / 3),
 }
+# Vocabulary a preset is benchmarked with: the shipped pair's own (data/model/vocab.txt), else
+# BERT-Chinese's 21,128 entries.
+PRESET_VOCAB_SIZE = {"shipped": 6884}
+DEFAULT_VOCAB_SIZE = 21128
 
 
 def electra_configs(size: ElectraSize, vocab_size: int, pad_token_id: int = 0) -> tuple[ElectraConfig, ElectraConfig]:
