@@ -189,7 +189,7 @@ def test_error_weight_scales_the_generator_loss_at_wrong_characters(tiny_model_d
         cfg = FinetuneConfig(error_weight=weight, extra_mask_prob=0.0)
         model = CorrectionModel(discriminator, generator, cfg, special_ids=[0, 2, 3], mask_token_id=4).eval()
         with torch.no_grad():
-            losses[weight] = model(source, target, mask)[1]["gen_loss"]
+            losses[weight] = float(model(source, target, mask)[1]["gen_loss"])  # statistics are 0-d tensors
     assert abs(losses[50.0] - wrong_loss) < abs(losses[1.0] - wrong_loss)
     assert losses[50.0] == pytest.approx((losses[1.0] * 8 + (50 - 1) * wrong_loss) / (8 + 49), rel=1e-4)
 

