@@ -320,3 +320,33 @@ def test_compiled_checkpoints_keep_the_plain_keys():
     rtd = tiny_rtd()
     wrapped = torch.compile(copy.copy(rtd), backend="eager")
     assert list(bare_model(Accelerator(cpu=True), wrapped).state_dict()) == list(rtd.state_dict())
+
+
+def test_a_shrunk_checkpoint_travels_without_the_pair_and_resumes(tmp_path: Path):
+    """lease.sh's trip: moments in bf16, the saved pair left behind and rebuilt from the checkpoint."""
+    import shutil
+
+    from corrector.pretrain.lease import restore, shrink
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    run = tmp_path / "run"
+    train(tiny_config(corpus, run, stop_at_step=3))
+    checkpoint = shrink(run)
+    state = torch.load(checkpoint / "state.pt", weights_only=False)
+    moments = next(iter(state["optimizer"]["state"].values()))
+    assert moments["exp_avg"].dtype == moments["exp_avg_sq"].dtype == torch.bfloat16
+    trip = tmp_path / "trip"  # what lease.sh packs: no weights files, no token cache
+    shutil.copytree(run, trip, ignore=shutil.ignore_patterns("model.safetensors", "cache"))
+    assert restore(trip)
+    from corrector.pretrain.modeling import load_pair
+
+    discriminator, generator, _ = load_pair(str(trip))
+    weights = state["model"]
+    for name, value in discriminator.state_dict().items():
+        assert torch.equal(value, weights["discriminator." + name]), name
+    assert generator.electra.embeddings.word_embeddings is discriminator.electra.embeddings.word_embeddings
+    train(tiny_config(corpus, trip, init=str(trip), resume=True))
+    records = [json.loads(line) for line in (trip / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 9))
+    assert not restore(tmp_path / "nothing")
