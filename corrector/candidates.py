@@ -43,6 +43,11 @@ class CandidateConfig:
     # for 828 of the 851 errors whose gold is in the top 12 by generator + LM alone (vs 752).
     rank_gen_weight: float = 0.5
     rank_pair_weight: float = 2.0
+    # Characters the n-gram LM would write there (resources/lm_proposals.py): the best
+    # `lm_proposals` by trigram gain of the `lm_proposal_pool` that fit both neighbours best.
+    # 0: none. See `Proposer` for what they add on the broad dev.
+    lm_proposals: int = 3
+    lm_proposal_pool: int = 16
 
 
 @dataclass
@@ -183,6 +188,7 @@ def propose(
     config: CandidateConfig,
     lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     pinned: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    extra: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Candidates:
     """The candidates of each flagged position n (rows of `log_probs`), most plausible first.
 
@@ -191,7 +197,9 @@ def propose(
     `min_confusion_prob`). `lm_gains(position, target_ids)` gives the n-gram gain of each
     (position, candidate) pair. Then at most `max_candidates` per position are kept, ranked by
     the estimate of `CandidateConfig`, except that the entries `pinned(position, target_ids)`
-    marks are always kept (ranked first). All on flat arrays: one entry per (position, candidate).
+    marks are always kept (ranked first). `extra` (positions, vocabulary ids) adds candidates of
+    no relation (the LM's, lm_proposals.py) unless the confusion set holds them too. All on flat
+    arrays: one entry per (position, candidate).
     """
     allowed, top_ids = view.allowed, view.top_ids  # top_ids: config.top_k + 1 (the source may be one)
     n_positions, vocab = allowed.shape
@@ -208,24 +216,30 @@ def propose(
     # The generator's top-k of each position (the source itself and non-CJK ids excluded).
     top_ok = (top_ids != sources[:, None]) & np.isfinite(np.take_along_axis(allowed, top_ids, 1))
     top_ok &= np.cumsum(top_ok, axis=1) <= config.top_k
-    gen_position = np.nonzero(top_ok)[0]
-    position = np.concatenate([conf_position[keep], gen_position])
-    target = np.concatenate([conf_ids[keep], top_ids[top_ok]])
-    relation = np.concatenate([conf_bits[keep], np.zeros(len(gen_position), np.int64)])
-    pair_count = np.concatenate([conf_pairs[keep], np.zeros(len(gen_position), np.float32)])
+    gen_position, gen_ids = np.nonzero(top_ok)[0], top_ids[top_ok]
+    extra_position, extra_ids = extra if extra is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    position = np.concatenate([conf_position[keep], gen_position, extra_position])
+    target = np.concatenate([conf_ids[keep], gen_ids, extra_ids])
+    relation = np.concatenate([conf_bits[keep], np.zeros(len(gen_position) + len(extra_position), np.int64)])
+    pair_count = np.concatenate([conf_pairs[keep], np.zeros(len(gen_position) + len(extra_position), np.float32)])
+    is_extra = np.arange(len(position)) >= len(position) - len(extra_position)
     # One entry per (position, target): np.unique keeps the first, i.e. the confusion-set entry.
     _, first = np.unique(position * vocab + target, return_index=True)
     first = first[target[first] != sources[position[first]]]
     position, target, relation, pair_count = position[first], target[first], relation[first], pair_count[first]
+    is_extra = is_extra[first]
     gen_lp = allowed[position, target]
     lm = lm_gains(position, target) if lm_gains is not None and len(position) else np.zeros(len(position))
     estimate = config.rank_gen_weight * gen_lp + lm + config.rank_pair_weight * np.log1p(pair_count)
     if pinned is not None and len(position):
         estimate = np.where(pinned(position, target), np.inf, estimate)
+    # The cap ranks the confusion set's and the generator's candidates; `extra` ones come on top
+    # of it (they are few a position), so they never push out a confusable character.
     order = np.lexsort((-estimate, position))
-    counts = np.bincount(position, minlength=n_positions)
-    rank = np.arange(len(order)) - (np.cumsum(counts) - counts)[position[order]]
-    kept = order[rank < config.max_candidates]
+    capped = ~is_extra[order]
+    counts = np.bincount(position[capped], minlength=n_positions)
+    rank = np.cumsum(capped) - 1 - (np.cumsum(counts) - counts)[position[order]]
+    kept = order[~capped | (rank < config.max_candidates)]
     orig_lp = view.source
     none = np.zeros(len(kept))
     return Candidates(

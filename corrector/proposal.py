@@ -11,6 +11,8 @@ from .detection import Sites
 from .resources.confusion import ConfusionSet
 from .resources.homophones import HomophoneWords, WordConfig, propose_words
 from .resources.idioms import idiom_fixes
+from .resources.lm_proposals import LMProposals
+from .resources.ngram import UNKNOWN
 from .runtime.models import ModelBundle
 from .runtime.passes import Batch, generator_log_probs
 
@@ -32,6 +34,13 @@ class Proposer:
         self.confusion = confusion
         self.words = words or WordConfig()
         self.idioms = idioms  # keep the characters that complete an idiom under the cap (resources/idioms.py)
+        self.lm_proposals = None  # the n-gram LM's own candidates (resources/lm_proposals.py)
+        if bundle.ngram is not None and vocab_to_lm is not None and config.lm_proposals > 0:
+            self.lm_proposals = LMProposals(bundle.ngram)
+            self.lm_to_vocab = np.full(len(bundle.ngram.chars), -1, dtype=np.int64)
+            cjk = np.flatnonzero(np.isfinite(cjk_bias))
+            usable = cjk[vocab_to_lm[cjk] > UNKNOWN]
+            self.lm_to_vocab[vocab_to_lm[usable].astype(np.int64)] = usable
 
     def __call__(self, batch: Batch, sites: Sites) -> Candidates:
         bundle = self.bundle
@@ -49,11 +58,30 @@ class Proposer:
                 return bundle.ngram.site_gains(pairs, position, self.vocab_to_lm[target_ids])
 
         view = GeneratorView.of(log_probs, sites.source_ids, self.cjk_bias, self.config.top_k + 1)
+        extra = self._lm_candidates(sites) if self.lm_proposals is not None else None
         cands = propose(view, sites.source_ids, sites.chars, self.vocab_confusion, self.config, lm_gains=lm_gains,
-                        pinned=self._idiom_pins(sites) if self.idioms else None)
+                        pinned=self._idiom_pins(sites) if self.idioms else None, extra=extra)
         if self.homophones is not None:
             cands = cands.extended(self._word_candidates(sites, view, lm_gains))
         return cands
+
+    def _lm_candidates(self, sites: Sites) -> tuple[np.ndarray, np.ndarray]:
+        """`propose`'s `extra`: at each flagged position the `lm_proposals` characters of the
+        LM's pool with the largest trigram gains (positions, vocabulary ids)."""
+        pairs = sites.sites
+        pools = self.lm_proposals(pairs, self.config.lm_proposal_pool)
+        sizes = np.array([len(pool) for pool in pools], dtype=np.int64)
+        if not sizes.sum():
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        site_of = np.repeat(np.arange(len(pairs)), sizes)
+        ids = np.concatenate(pools)
+        gains = self.bundle.ngram.site_gains(pairs, site_of, ids)
+        order = np.lexsort((-gains, site_of))
+        rank = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        kept = order[rank < self.config.lm_proposals]
+        vocab_ids = self.lm_to_vocab[ids[kept].astype(np.int64)]
+        usable = vocab_ids >= 0
+        return site_of[kept][usable], vocab_ids[usable]
 
     def _idiom_pins(self, sites: Sites):
         """`propose`'s `pinned`: the candidates that complete an idiom the text breaks, or None

@@ -69,7 +69,7 @@ DEFAULT_DETECTION_THRESHOLD = 0.5  # discriminator probability above which a pos
 SCHEMA_VERSION = 1
 # The scorer's settings that are off (None) unless scorer.json gives a number, in to_config's order.
 OPTIONAL_SETTINGS = ("generator_flag_margin", "context_flag_rate", "particle_flag_gain", "idiom_threshold_factor",
-                     "second_pass_threshold_factor", "word_flag_gain")
+                     "second_pass_threshold_factor", "word_flag_gain", "pair_flag_gain")
 
 
 def probability(value: float, name: str = "threshold") -> float:
@@ -110,6 +110,9 @@ class Scorer:
     # A written particle (的/地/得) is examined too when the model's particle classifier gives
     # another particle at least this much more log-probability (particles.py); None: no such flags.
     particle_flag_gain: float | None = None
+    # A character is examined too where one of its corrections in the model's training data
+    # raises the n-gram LM by more than this (nats; detection.py); None: no such flags.
+    pair_flag_gain: float | None = None
     # A winning candidate from a confusion set that completes a four-character idiom the text
     # breaks (resources/idioms.py) is accepted from this share of the edit threshold on; None:
     # the edit threshold for all.

@@ -271,8 +271,10 @@ def test_calibration_writes_scorer_json_that_the_corrector_uses(tiny_model_dir: 
 def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_model_dir: Path, tmp_path: Path):
     import shutil
 
-    from corrector.finetune.calibrate import WORD_FLAG_GAIN, calibrate
+    from corrector.finetune.calibrate import PAIR_FLAG_GAIN, WORD_FLAG_GAIN, calibrate
     from corrector.pipeline import Corrector
+    from corrector.resources.error_pairs import FILENAME as PAIRS_FILE
+    from corrector.resources.error_pairs import ErrorPairs
     from corrector.resources.ngram import NgramLM
     from corrector.runtime.models import load_model
 
@@ -281,9 +283,11 @@ def test_calibration_with_word_candidates_fits_a_scorer_that_proposes_them(tiny_
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
     NgramLM.count([target for _, target in toy_pairs()], min_char_count=1, min_count=1).save(model)  # words need one
+    ErrorPairs.count(toy_pairs()[5:]).save(model / PAIRS_FILE)  # pair flags need a table and the LM
     saved = calibrate(model, dev, detection_grid=(0.0,), held_out=False, word_candidates=True, log=lambda *_: None)
     assert {"word_gain", "word_size"} <= set(saved["mlp"]["inputs"])
     assert saved["word_flag_gain"] == WORD_FLAG_GAIN  # words are examined where no other rule flags them
+    assert saved["pair_flag_gain"] == PAIR_FLAG_GAIN  # and training corrections the LM prefers
     corrector = Corrector(load_model(str(model)))
     assert corrector.homophones is not None and corrector.detector.homophones is corrector.homophones
 

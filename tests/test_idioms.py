@@ -93,8 +93,9 @@ def test_a_threshold_sweep_keeps_idiom_completions_as_the_corrector_does():
 def test_the_idiom_rule_flags_and_proposes_what_no_other_rule_examines(shipped_corrector):
     from corrector import Corrector
 
-    text = "我们要一股作气完成任务。"  # 股 -> 鼓 (一鼓作气): no other flag rule examines 股
-    scorer = shipped_corrector.scorer.to_config()
+    text = "我们要一股作气完成任务。"  # 股 -> 鼓 (一鼓作气): no other flag rule examines 股 but the pair
+    # flags (股 -> 鼓 is a training correction the n-gram LM prefers here), turned off to see this one alone
+    scorer = {**shipped_corrector.scorer.to_config(), "pair_flag_gain": None}
     off = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": None})
     on = Corrector(shipped_corrector.bundle, scorer={**scorer, "idiom_threshold_factor": 0.4})
     assert not [c for c in off.score_candidates([text]) if c.position == 4]
