@@ -91,7 +91,7 @@ python -m corrector.finetune pairs --train "${TRAIN[@]}" --exclude "$RUNS/broad/
 # Scorer networks, flag settings and the edit threshold, on the broad dev: the macro F1 of its parts,
 # at most 0.5 % of its clean sentences changed (the release promises <= 1 %).
 python -m corrector.finetune calibrate --model "$MODEL" --dev "$RUNS/broad/dev.tsv" --broad "$RUNS/broad" \
-  --detection-grid 0.05 --margin-grid -0.5 --flag-lm-weights 0.5 --context-flag-rates 0.5 --fit-detection-threshold 0.01 \
+  --detection-grid 0.005 0.05 --margin-grid -0.5 --flag-lm-weights 0.5 --context-flag-rates 0.5 --fit-detection-threshold 0.005 \
   --word-candidates
 
 python -m corrector.finetune ship --model "$MODEL" --output "$OUT"
