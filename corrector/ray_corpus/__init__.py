@@ -15,8 +15,26 @@ Nothing else in the library imports this package: ray and pyarrow are needed onl
 
 from __future__ import annotations
 
-from .corpus import Plan, correct_corpus
-from .correcting import CorpusCorrector, Settings
-from .writing import Tally
+from typing import TYPE_CHECKING
 
 __all__ = ["CorpusCorrector", "Plan", "Settings", "Tally", "correct_corpus"]
+
+if TYPE_CHECKING:
+    from .corpus import Plan, correct_corpus
+    from .correcting import CorpusCorrector, Settings
+    from .writing import Tally
+
+# Exported lazily (PEP 562), as the package's names are: `python -m corrector.ray_corpus` imports
+# this first, and where pyarrow (which comes with ray[data]) is missing it must still get to say so.
+_EXPORTS = {"CorpusCorrector": ".correcting", "Settings": ".correcting", "Plan": ".corpus",
+            "correct_corpus": ".corpus", "Tally": ".writing"}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ while it runs, then the lines, the errors and the throughput (lines/s, lines/s p
 
 Exit status: 0 done; 1 done, but some rows had an error (their `error` column says why; the
 first few are printed); 2 nothing written: a bad option, an input missing, ray not installed, or the
-run failed.
+run failed; 130 interrupted (Ctrl-C: a one-file output is left as it was).
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import time
 
 from ..__main__ import count, probability
 from ..text.script import CHOICES as TRADITIONAL_CHOICES
-from .corpus import DEFAULT_ROWS_PER_CALL, Plan, correct_corpus
-from .correcting import Settings
-from .reading import FORMATS, guess_format, input_files
-from .writing import DIRECTORY_FORMATS, Tally, output_file_format
 
-EXIT_OK, EXIT_ROW_ERRORS, EXIT_FATAL = 0, 1, 2
+try:
+    from .corpus import DEFAULT_ROWS_PER_CALL, Plan, correct_corpus
+    from .correcting import Settings
+    from .reading import FORMATS, guess_format, input_files
+    from .writing import DIRECTORY_FORMATS, Tally, output_file_format
+except ModuleNotFoundError as missing:  # pyarrow, which ray[data] brings
+    sys.exit(f"error: {missing.name} is not installed: pip install 'electra-csc[ray]' (or 'ray[data]')")
+
+EXIT_OK, EXIT_ROW_ERRORS, EXIT_FATAL, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
                                progress=not args.no_progress)
         print(summary(tally, time.perf_counter() - begun, plan), file=sys.stderr)
         return EXIT_ROW_ERRORS if tally.errors else EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as err:  # a run Ray could not finish (a block failed past its retries, a bad column)
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_FATAL

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from ray.data import Dataset
 
 DEFAULT_ROWS_PER_CALL = 256  # rows an actor corrects per call: small enough that the last calls keep all busy
+BYTES_PER_ROW = 48  # a guess, on the small side: a short line read here is ~70 bytes in Arrow
+MIN_BLOCK_BYTES = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -76,23 +78,34 @@ def corrected(rows: Dataset, settings: Settings, plan: Plan) -> Dataset:
         )
 
 
+def block_bytes(rows_per_call: int) -> int:
+    """Ray Data's target block size for the run: about `rows_per_call` rows of short text.
+
+    A task's outputs are gathered into blocks of up to `DataContext.target_max_block_size` (128
+    MiB by default), and Ray hands an actor whole blocks: with the default, a file of 10,000 lines
+    read by one task was one block, corrected by one actor while the other idled. Blocks this small
+    are bundled back up to `rows_per_call` rows a call. (`repartition(target_num_rows_per_block=)`
+    would cut by rows, but it runs as tasks of one CPU each, which never start while the actors
+    hold every CPU.)"""
+    return max(MIN_BLOCK_BYTES, rows_per_call * BYTES_PER_ROW)
+
+
 @contextmanager
-def execution(keep_order: bool, progress: bool) -> Iterator[None]:
-    """Ray Data's order and progress bars as asked, for the run only."""
+def execution(keep_order: bool, progress: bool, target_block_bytes: int) -> Iterator[None]:
+    """Ray Data's order, block size and progress bars as asked, for the run only."""
     from ray.data import DataContext
 
     context = DataContext.get_current()
-    before = context.execution_options.preserve_order, context.enable_progress_bars
+    before = (context.execution_options.preserve_order, context.enable_progress_bars,
+              context.target_max_block_size)
     context.execution_options.preserve_order = keep_order or before[0]
     context.enable_progress_bars = progress
+    context.target_max_block_size = target_block_bytes
     try:
-        with warnings.catch_warnings():
-            # Ray counts the correction's inputs as the read stage's, one per file, and warns that
-            # a single file cannot keep several actors busy; it does: each file gives many blocks.
-            warnings.filterwarnings("ignore", message="The minimum number of concurrent actors")
-            yield
+        yield
     finally:
-        context.execution_options.preserve_order, context.enable_progress_bars = before
+        (context.execution_options.preserve_order, context.enable_progress_bars,
+         context.target_max_block_size) = before
 
 
 def correct_corpus(files: list[str], output: str, *, fmt: str, text_field: str, settings: Settings, plan: Plan,
@@ -100,7 +113,7 @@ def correct_corpus(files: list[str], output: str, *, fmt: str, text_field: str, 
     """Correct `files` into `output` (writing.py: one file by its suffix, else a directory of
     `directory_format` parts); what was written. Ray must be initialised."""
     file_format = output_file_format(output)
-    with execution(keep_order=file_format is not None, progress=progress):
+    with execution(file_format is not None, progress, block_bytes(plan.rows_per_call)):
         results = corrected(corpus_dataset(files, fmt, text_field, plan.rows_per_call), settings, plan)
         if file_format is not None:
             return write_file(results.iter_batches(batch_size=None, batch_format="pyarrow"), output, file_format)
