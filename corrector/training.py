@@ -1,5 +1,7 @@
 """Pieces shared by pre-training and fine-tuning: optimizer + schedule, atomic checkpoints with
-resume, a resumable batch order, and a JSONL metrics log. The loops themselves stay explicit in
+resume (also every --checkpoint-every-s seconds), a resumable batch order and its prefetcher, the
+optimizer step and loop both trainers run (statistics summed on the device and read every
+--log-every steps, logged with tokens/s and MFU), and a JSONL metrics log. The objectives stay in
 `corrector/pretrain/train.py` and `corrector/finetune/train.py`.
 """
 
