@@ -2,11 +2,11 @@
 
 Rows: `line` (1-based line, or row for Parquet, in its file), `path` (where the input is more than
 one file), `source` (the text, or None), `error` (why the row has no text to correct, or None) and,
-for JSONL and Parquet, the record's other fields. A file is read by one task, a block of rows at a
-time (as many as an actor corrects per call: Ray hands an actor whole blocks, so a block larger
-than that would leave the other actors idle), so memory stays bounded whatever its size, and the reading never
-fails on a bad row: a line that is not UTF-8, not JSON, not an object, or whose text is missing or
-not a string becomes a row with its error, and the others are read on.
+for JSONL and Parquet, the record's other fields. A file is read by one task, a table of `rows`
+rows at a time (Ray Data cuts them into its blocks: corpus.block_bytes), so memory stays bounded
+whatever its size, and the reading never fails on a bad row: a line that is not UTF-8, not JSON,
+not an object, or whose text is missing or not a string becomes a row with its error, and the
+others are read on.
 
 Ray's own readers are not used: `ray.data.read_text` / `read_json` / `read_parquet` number no
 rows (and Ray keeps no order unless told to), `read_text` drops empty lines by default, and
