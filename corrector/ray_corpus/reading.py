@@ -119,8 +119,12 @@ def record_row(raw: bytes, text_field: str) -> dict[str, Any] | None:
 
 
 def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (dicts whose keys may differ) as a table with every key a column, missing ones null."""
-    keys = list(dict.fromkeys(key for row in rows for key in row))
+    """Rows (dicts whose keys may differ) as a table with every key a column, missing ones null:
+    `line` and `path` first, the record's fields, then `source` and `error`."""
+    seen = dict.fromkeys(key for row in rows for key in row)
+    last = ("source", "error")
+    keys = [k for k in ("line", "path") if k in seen] + [k for k in seen if k not in ("line", "path", *last)]
+    keys += [k for k in last if k in seen]
     columns = {key: [row.get(key) for row in rows] for key in keys}
     types = {"line": pa.int64(), "path": pa.string(), "source": pa.string(), "error": pa.string()}
     return pa.table({key: pa.array(values, types.get(key)) for key, values in columns.items()})
