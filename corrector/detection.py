@@ -138,6 +138,7 @@ class Detector:
         self.homophones = homophones  # the word candidates' index; None: no word flags
         self.words = words or WordConfig()  # the word candidates' settings, shared by the word flags
         self._output_layer: OutputLayer | None = None  # the generator's, read lazily
+        self._pair_targets: dict[str, np.ndarray] = {}  # pair flags: character -> LM ids of its training corrections
 
     @property
     def flags_by_generator(self) -> bool:
@@ -256,19 +257,20 @@ class Detector:
         corrections (`ErrorPairs.targets`) raises the n-gram LM by more than the scorer's
         `pair_flag_gain` (nats), all of a batch's in one LM pass."""
         flags = np.zeros_like(candidates)
-        lm, table = self.bundle.ngram, self.bundle.error_pairs
         cells, sites, options = [], [], []
         for row, index in np.argwhere(candidates).tolist():
             it = group[row]
             text, offset = texts[it.text_index], it.offsets[index]
-            targets = lm.ids(table.targets(text[offset]))
-            targets = targets[targets > UNKNOWN]
+            targets = self._pair_targets.get(text[offset])
+            if targets is None:  # once per character: the LM ids of its corrections in training
+                targets = self.bundle.ngram.ids(self.bundle.error_pairs.targets(text[offset]))
+                targets = self._pair_targets[text[offset]] = targets[targets > UNKNOWN]
             if len(targets):
                 cells.append((row, index))
                 sites.append((text, offset))
                 options.append(targets)
         if sites:
-            best = [gains.max() for gains in lm.replacement_gains(sites, options)]
+            best = [gains.max() for gains in self.bundle.ngram.replacement_gains(sites, options)]
             for (row, index), gain in zip(cells, best, strict=True):
                 flags[row, index] = gain > self.scorer.pair_flag_gain
         return flags

@@ -32,6 +32,7 @@ class LMProposals:
         self.lm = lm
         self._lock = threading.Lock()
         self._reverse: tuple[np.ndarray, np.ndarray] | None = None
+        self._unigram = np.exp(lm._log_unigram)  # P_1 of every LM id
 
     def _reverse_bigrams(self) -> tuple[np.ndarray, np.ndarray]:
         """The bigram keys re-packed as (second, first), sorted, and their counts."""
@@ -42,29 +43,45 @@ class LMProposals:
                 mask = np.uint64((1 << self.lm.bits) - 1)
                 swapped = ((keys & mask) << bits) | (keys >> bits)
                 order = np.argsort(swapped, kind="stable")
-                self._reverse = (swapped[order], self.lm.counts[1][order].astype(np.float64))
+                self._reverse = (swapped[order], self.lm.counts[1][order])
             return self._reverse
-
-    def _run(self, keys: np.ndarray, counts: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray]:
-        """The second ids and counts of the stored bigrams whose first id is `first`."""
-        bits = self.lm.bits
-        lo, hi = np.searchsorted(keys, np.array([first << bits, (first + 1) << bits], dtype=np.uint64))
-        mask = np.uint64((1 << bits) - 1)
-        return (keys[lo:hi] & mask).astype(np.int64), counts[lo:hi]
 
     def __call__(self, sites: Sequence[tuple[str, int]], per_site: int) -> list[np.ndarray]:
         """For each site, at most `per_site` LM ids (never the written character, the boundary or
         the unknown id), best first."""
         lm = self.lm
-        forward = (lm.keys[1], lm.counts[1].astype(np.float64))
+        index = lm._index
+        rows = np.array([(index.get(text[position - 1], UNKNOWN) if position > 0 else BOUNDARY,
+                          index.get(text[position + 1], UNKNOWN) if position + 1 < len(text) else BOUNDARY,
+                          index.get(text[position], UNKNOWN)) for text, position in sites], dtype=np.int64).reshape(-1, 3)
+        forward = (lm.keys[1], lm.counts[1])
         reverse = self._reverse_bigrams()
-        unigram = np.exp(lm._log_unigram)
+        # Every site's two runs found by one search per direction (a search per site was a third of this).
+        left_runs, right_runs = self._runs(forward[0], rows[:, 0]), self._runs(reverse[0], rows[:, 1])
+        unigram = self._unigram
+        mask = np.uint64((1 << lm.bits) - 1)
         found: list[np.ndarray] = []
-        for text, position in sites:
-            left = int(lm.ids(text[position - 1])[0]) if position > 0 else BOUNDARY
-            right = int(lm.ids(text[position + 1])[0]) if position + 1 < len(text) else BOUNDARY
-            written = int(lm.ids(text[position])[0])
-            ids, score = self._fitting(left, right, forward, reverse, unigram)
+        for s, (left, right, written) in enumerate(rows.tolist()):
+            has_left, has_right = left not in (UNKNOWN, BOUNDARY), right not in (UNKNOWN, BOUNDARY)
+            if has_left:
+                lo, hi = left_runs[s]
+                after, after_count = (forward[0][lo:hi] & mask).astype(np.int64), forward[1][lo:hi]
+            if has_right:
+                lo, hi = right_runs[s]
+                before, before_count = (reverse[0][lo:hi] & mask).astype(np.int64), reverse[1][lo:hi]
+            if has_left and has_right:  # both runs are sorted by the other character's id
+                small, big, small_count, big_count = ((after, before, after_count, before_count) if len(after) <= len(before)
+                                                      else (before, after, before_count, after_count))
+                at = np.minimum(np.searchsorted(big, small), max(len(big) - 1, 0))
+                common = (big[at] == small) if len(big) else np.zeros(len(small), bool)
+                ids = small[common]
+                score = small_count[common].astype(np.float64) * big_count[at[common]] / unigram[ids]
+            elif has_left:
+                ids, score = after, after_count.astype(np.float64)
+            elif has_right:
+                ids, score = before, before_count / unigram[before]
+            else:
+                ids, score = np.zeros(0, np.int64), np.zeros(0)
             keep = (ids != written) & (ids > UNKNOWN)
             ids, score = ids[keep], score[keep]
             if len(ids) > per_site:
@@ -73,18 +90,9 @@ class LMProposals:
             found.append(ids[np.argsort(-score, kind="stable")].astype(np.uint64))
         return found
 
-    def _fitting(self, left: int, right: int, forward, reverse, unigram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The characters seen after `left` and before `right`, and their ranking score."""
-        has_left, has_right = left not in (UNKNOWN, BOUNDARY), right not in (UNKNOWN, BOUNDARY)
-        if has_left:
-            after, after_count = self._run(*forward, left)
-        if has_right:
-            before, before_count = self._run(*reverse, right)
-        if has_left and has_right:
-            ids, at_after, at_before = np.intersect1d(after, before, assume_unique=True, return_indices=True)
-            return ids, after_count[at_after] * before_count[at_before] / unigram[ids]
-        if has_left:
-            return after, after_count
-        if has_right:
-            return before, before_count / unigram[before]
-        return np.zeros(0, np.int64), np.zeros(0)
+    def _runs(self, keys: np.ndarray, firsts: np.ndarray) -> list[tuple[int, int]]:
+        """Per first id, the [lo, hi) run of the sorted bigram `keys` that start with it."""
+        bits = np.uint64(self.lm.bits)
+        starts = firsts.astype(np.uint64) << bits
+        bounds = np.searchsorted(keys, np.concatenate([starts, starts + (np.uint64(1) << bits)]))
+        return list(zip(bounds[:len(firsts)].tolist(), bounds[len(firsts):].tolist(), strict=True))
