@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .lazy import lazy_exports
 from .runtime import RUNTIMES
 
 __version__ = "0.1.0"
@@ -23,11 +24,4 @@ _EXPORTS = {"Corrector": ".pipeline", "CorrectorConfig": ".pipeline", "load_mode
             "Edit": ".result", "Result": ".result"}
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())

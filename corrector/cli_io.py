@@ -33,6 +33,7 @@ BOM = b"\xef\xbb\xbf"
 READ_BYTES = 1 << 16  # one physical read: at most 64 KiB, however long the line
 WINDOW_CHARS = 1 << 14  # most characters of a line handed to the corrector as one text (~48 KiB of CJK)
 StrOrBytes = TypeVar("StrOrBytes", str, bytes)
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -159,10 +160,11 @@ class LineReader:
         yield Piece(number, offset, body, error, ending)
 
 
-def blocks(pieces: Iterable[Piece], max_pieces: int, max_chars: int) -> Iterator[list[Piece]]:
-    """`pieces` in lists of at most `max_pieces`, or as many as make `max_chars` characters: one
-    correct_batch call each, so the memory of a block is bounded however long its lines."""
-    block: list[Piece] = []
+def blocks(pieces: Iterable[T], max_pieces: int, max_chars: int) -> Iterator[list[T]]:
+    """`pieces` (anything with a `text`: the CLI's `Piece`s, the file checker's segments) in lists
+    of at most `max_pieces`, or as many as make `max_chars` characters: one correct_batch call
+    each, so the memory of a block is bounded however long its lines."""
+    block: list[T] = []
     chars = 0
     for piece in pieces:
         block.append(piece)

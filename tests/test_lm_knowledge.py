@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from test_ngram import LINES  # short sentences with 应该 and 让座
 
 from corrector.candidates import CandidateConfig, GeneratorView, propose
 from corrector.config import CorrectorConfig
@@ -15,14 +16,6 @@ from corrector.resources.error_pairs import FILENAME as PAIRS_FILE
 from corrector.resources.error_pairs import ErrorPairs
 from corrector.resources.lm_proposals import LMProposals
 from corrector.resources.ngram import NgramLM
-
-LINES = [
-    "少先队员应该为老人让座。",
-    "我们应该为老人让座。",
-    "他说应该没问题。",
-    "座位在这里。",
-    "请让座。",
-] * 3
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from ..cli_io import WINDOW_CHARS, cut_point
+from ..cli_io import WINDOW_CHARS, blocks, cut_point
 from .documents import Segment
 from .report import Finding
 
@@ -40,19 +40,6 @@ def windows(segments: Iterable[Segment]) -> Iterator[Segment]:
             yield segment.window(start, end)
             start = end
         yield segment.window(start, len(segment.text)) if start else segment
-
-
-def blocks(segments: Iterable[Segment]) -> Iterator[list[Segment]]:
-    block: list[Segment] = []
-    size = 0
-    for segment in segments:
-        block.append(segment)
-        size += len(segment.text)
-        if len(block) >= BLOCK_SEGMENTS or size >= BLOCK_CHARS:
-            yield block
-            block, size = [], 0
-    if block:
-        yield block
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
@@ -94,7 +81,7 @@ def findings_of(segment: Segment, result: Result, path: str) -> list[Finding]:
 def check_segments(segments: Iterable[Segment], corrector: BatchCorrector, path: str) -> list[Finding]:
     """Every finding in `segments`, in the order of the source."""
     found: list[Finding] = []
-    for block in blocks(windows(segments)):
+    for block in blocks(windows(segments), BLOCK_SEGMENTS, BLOCK_CHARS):
         results = corrector.correct_batch([segment.text for segment in block])
         for segment, result in zip(block, results, strict=True):
             found.extend(findings_of(segment, result, path))

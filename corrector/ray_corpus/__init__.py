@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
+
 __all__ = ["CorpusCorrector", "Plan", "Settings", "Tally", "correct_corpus"]
 
 if TYPE_CHECKING:
@@ -30,11 +32,4 @@ _EXPORTS = {"CorpusCorrector": ".correcting", "Settings": ".correcting", "Plan":
             "correct_corpus": ".corpus", "Tally": ".writing"}
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
