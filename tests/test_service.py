@@ -387,7 +387,9 @@ def test_frozen_start_up_objects_leave_later_garbage_collectable():
 
     try:
         frozen = freeze_startup_objects()
-        assert frozen == gc.get_freeze_count() > 0
+        # Frozen objects can still be freed by reference counting (a thread an earlier test's library
+        # left, ray's, drops its last reference): the count may fall between the two reads, never rise.
+        assert 0 < gc.get_freeze_count() <= frozen
 
         class Node:
             pass
