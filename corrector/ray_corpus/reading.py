@@ -15,6 +15,7 @@ rows (and Ray keeps no order unless told to), `read_text` drops empty lines by d
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -27,7 +28,6 @@ import pyarrow.parquet as pq
 
 FORMATS = ("text", "jsonl", "parquet")
 CHUNK_BYTES = 1 << 20
-BOM = b"\xef\xbb\xbf"
 # Columns the output defines: a record's own field of one of these names is kept as input_<name>.
 RESERVED = ("line", "path", "source", "target", "edits", "error")
 SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -137,8 +137,8 @@ def line_blocks(path: str, fmt: str, text_field: str, with_path: bool, rows: int
     block: list[dict[str, Any]] = []
     with fs.open_input_stream(inner, compression="detect") as stream:
         for number, raw in enumerate(byte_lines(stream), 1):
-            if number == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM):]
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
             row = text_row(raw) if fmt == "text" else record_row(raw, text_field)
             if row is None:
                 continue

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -25,6 +24,7 @@ from pathlib import PurePosixPath
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..outputs import atomic_output
 from .reading import filesystem
 
 FILE_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
@@ -89,31 +89,27 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def write_file(blocks: Iterable[pa.Table], output: str, fmt: str) -> Tally:
-    """The blocks, in the order given, into one local file (replaced only once all is written)."""
+    """The blocks, in the order given, into one local file (replaced only once all is written:
+    `outputs.atomic_output`)."""
     tally = Tally()
-    temporary = f"{output}.part-{os.getpid()}"
-    try:
-        if fmt == "parquet":
+    if fmt == "parquet":
+        with atomic_output(output, "wb") as out:
             writer = None
             try:
                 for table in blocks:
-                    writer = writer or pq.ParquetWriter(temporary, table.schema)
+                    writer = writer or pq.ParquetWriter(out, table.schema)
                     writer.write_table(conform(table, writer.schema))
                     tally.add_table(table)
             finally:
                 if writer is not None:
                     writer.close()
             if writer is None:  # no rows at all: a file with the columns a text input gives
-                pq.write_table(pa.table({"line": pa.array([], pa.int64())}), temporary)
-        else:
-            with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-                for table in blocks:
-                    out.write(text_lines(table) if fmt == "text" else json_lines(table))
-                    tally.add_table(table)
-        os.replace(temporary, output)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+                pq.write_table(pa.table({"line": pa.array([], pa.int64())}), out)
+    else:
+        with atomic_output(output, "w", encoding="utf-8", newline="\n") as out:
+            for table in blocks:
+                out.write(text_lines(table) if fmt == "text" else json_lines(table))
+                tally.add_table(table)
     return tally
 
 
