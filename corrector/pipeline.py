@@ -149,7 +149,8 @@ class Corrector:
         self.proposer = Proposer(bundle, self.config.candidates, self.vocab_confusion, self.cjk_bias, self.vocab_to_lm,
                                  self.generator_input, self.homophones, self.confusion, self.config.words,
                                  idioms=self.scorer.idiom_threshold_factor is not None)
-        self.featurizer = Featurizer(bundle, self.words, self.vocab_to_lm, self.config.proper_noun_hmm)
+        self.featurizer = Featurizer(bundle, self.words, self.vocab_to_lm, self.config.proper_noun_hmm,
+                                     self.confusion.glyphs)
 
     def with_passes(self, passes: int) -> Corrector:
         """This corrector with `passes` correction passes (`CorrectorConfig.passes`): a shallow

@@ -13,7 +13,9 @@ Built by this project's own code from PyPI data, never from downloaded confusion
   imported): four-corner codes, stroke-order strings and component decompositions. Candidates
   are found by blocking on shared keys (same four-corner code, stroke order equal up to one
   stroke, decomposition equal up to one component, one character being a component of the
-  other), ranked by how many keys they share, and capped.
+  other), ranked by how many keys they share, and capped; beside them each character's
+  four-corner code, stroke order and components, for the scorer's graded shape measures of any
+  pair (glyphs.py).
 
 Targets are restricted to common characters (those with a frequency in char_similar's table,
 about 6,300), so rare characters never become corrections; any character can be a source.
@@ -40,8 +42,9 @@ from pathlib import Path
 
 from ..text.tokenization import is_cjk
 from .cache import cache_dir
+from .glyphs import GlyphSimilarity, glyph_table
 
-BUILD_VERSION = 4  # bump when the build logic changes: old caches are then ignored
+BUILD_VERSION = 5  # bump when the build logic changes: old caches are then ignored
 
 SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR = 1, 2, 4, 8
 LEARNED_PAIR = 16  # seen as a real correction in the model's training data (error_pairs.py)
@@ -185,7 +188,8 @@ def _build(config: ConfusionConfig) -> dict:
             shape[char] = "".join(o for _, o in ranked[: config.max_shape_neighbours])
     # The scores are symmetric but the cap is not: 仁 lists 人, while 人 keeps only its
     # 20 closest neighbours. That is intended; a rare neighbour is a poor correction.
-    return {"version": BUILD_VERSION, "common": "".join(common), "pinyin": readings, "shape": shape}
+    return {"version": BUILD_VERSION, "common": "".join(common), "pinyin": readings, "shape": shape,
+            "glyphs": glyph_table(tables, chars)}
 
 
 def load_tables(config: ConfusionConfig | None = None, use_cache: bool = True) -> dict:
@@ -252,6 +256,8 @@ class ConfusionSet:
         self.common = set(tables["common"])
         self.readings: dict[str, list[str]] = tables["pinyin"]
         self.shape: dict[str, str] = tables["shape"]
+        # Graded shape measures of any pair (glyphs.py); None for tables built without them.
+        self.glyphs = GlyphSimilarity(tables["glyphs"]) if "glyphs" in tables else None
         self.by_syllable: dict[str, set[str]] = defaultdict(set)
         self.by_fuzzy: dict[str, set[str]] = defaultdict(set)
         for char, syllables in self.readings.items():
