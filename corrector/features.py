@@ -53,13 +53,6 @@ For a flagged position with original character `o` and candidate `c` the feature
     shape_parts     components' Dice overlap, one a component of the other, the same radical;
     shape_contains  all 0 for confusion tables built without glyphs. similar_shape is a yes/no
     shape_radical   for a character's 20 nearest: these also grade the n-gram LM's own candidates
-    source_bigrams  log(1 + the rarer of the n-gram LM's counts of (left, o) and (o, right)): how
-                    well attested the written text is. lm_gain is a ratio: 全剧 -> 全局 gains 18.6
-                    nats though 全剧 itself is common; 0 without an LM or where a neighbour is a
-                    character outside it
-    source_trigram  log(1 + count of (left, o, right)); 0 where pruned (below the LM's min count)
-    target_bigrams  the same two with c
-    target_trigram
 """
 
 from __future__ import annotations
@@ -71,7 +64,6 @@ from .detection import Sites
 from .resources.confusion import SAME_PINYIN, SIMILAR_PINYIN, SIMILAR_SHAPE, USER_PAIR
 from .resources.error_pairs import pair_features
 from .resources.glyphs import GLYPH_MEASURES, GlyphSimilarity
-from .resources.ngram import BOUNDARY, UNKNOWN
 from .runtime.models import ModelBundle
 from .text.protection import WordFrequency, proper_noun_offsets
 
@@ -107,10 +99,6 @@ FEATURES: tuple[str, ...] = (
     "shape_parts",
     "shape_contains",
     "shape_radical",
-    "source_bigrams",
-    "source_trigram",
-    "target_bigrams",
-    "target_trigram",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
 PRIOR_COLUMN = FEATURE_INDEX["prior"]
@@ -123,7 +111,6 @@ PRIOR_INPUTS = tuple(f for f in FEATURES if f not in {"bias", "prior", *NETWORK_
 BINARY = frozenset({"gen_top1", "same_pinyin", "similar_pinyin", "similar_shape", "user_pair", "proper_noun",
                     "shape_contains", "shape_radical"})
 GLYPH_FEATURES = tuple(f"shape_{measure}" for measure in GLYPH_MEASURES)
-ATTESTATION_FEATURES = ("source_bigrams", "source_trigram", "target_bigrams", "target_trigram")
 
 
 def lm_margin(position: np.ndarray, gain: np.ndarray, floor: float = -20.0, target: np.ndarray | None = None,
@@ -194,7 +181,6 @@ class Featurizer:
         pair_log_count, pair_log_rate, ctx_log_count, ctx_log_rate = self._error_pair_columns(sites, cands, targets)
         orig_word, cand_word = self._word_columns(sites, cands, targets)
         source_unigram, target_unigram = self._unigram_columns(sites, cands)
-        attested = self._attestation_columns(sites, cands)
         particle_gain = none
         if self.bundle.particles is not None:
             particle_gain = np.clip(self.bundle.particles.candidate_gains(sites.sites, n.tolist(), targets), -20.0, 20.0)
@@ -229,7 +215,6 @@ class Featurizer:
         glyphs = (self.glyphs.measures([sites.chars[p] for p in n.tolist()], targets) if self.glyphs is not None
                   else np.zeros((len(cands), len(GLYPH_FEATURES))))
         columns.update(zip(GLYPH_FEATURES, glyphs.T, strict=True))
-        columns.update(zip(ATTESTATION_FEATURES, attested, strict=True))
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return matrix.astype(np.float32)
 
@@ -262,27 +247,3 @@ class Featurizer:
             return np.zeros(len(cands)), np.zeros(len(cands))
         source_lm = self.vocab_to_lm[sites.source_ids]
         return ngram.log_unigram(source_lm)[cands.position], ngram.log_unigram(self.vocab_to_lm[cands.target_id])
-
-    def _attestation_columns(self, sites: Sites, cands: Candidates) -> tuple[np.ndarray, ...]:
-        """source_bigrams, source_trigram, target_bigrams, target_trigram per candidate: the
-        n-gram LM's own counts around the position with o, then with c written there."""
-        ngram = self.bundle.ngram
-        if ngram is None:
-            return (np.zeros(len(cands)),) * len(ATTESTATION_FEATURES)
-        index = ngram._index
-        neighbours = np.array([(index.get(text[p - 1], UNKNOWN) if p > 0 else BOUNDARY,
-                                index.get(text[p + 1], UNKNOWN) if p + 1 < len(text) else BOUNDARY)
-                               for text, p in sites.sites], dtype=np.uint64).reshape(-1, 2)
-
-        def attested(left: np.ndarray, middle: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            middle = middle.astype(np.uint64)
-            bigrams = np.minimum(ngram.stored_counts(np.stack([left, middle], 1)),
-                                 ngram.stored_counts(np.stack([middle, right], 1)))
-            trigram = (ngram.stored_counts(np.stack([left, middle, right], 1)) if ngram.order >= 3
-                       else np.zeros(len(middle)))
-            return np.log1p(bigrams), np.log1p(trigram)
-
-        n = cands.position
-        source_bigrams, source_trigram = attested(neighbours[:, 0], self.vocab_to_lm[sites.source_ids], neighbours[:, 1])
-        target = attested(neighbours[n, 0], self.vocab_to_lm[cands.target_id], neighbours[n, 1])
-        return source_bigrams[n], source_trigram[n], *target

@@ -94,19 +94,6 @@ class NgramLM:
             packed = (packed << np.uint64(self.bits)) | grams[:, column]
         return packed
 
-    def stored_counts(self, grams: np.ndarray) -> np.ndarray:
-        """How often each row of `grams` (M, k) ids, 1 <= k <= order, was counted: 0 for one pruned
-        or never seen, and for one holding the unknown id (it stands for every rare character)."""
-        grams = np.asarray(grams, dtype=np.uint64)
-        k = grams.shape[1]
-        keys, counts = self.keys[k - 1], self.counts[k - 1]
-        if not len(keys):
-            return np.zeros(len(grams), dtype=np.int64)
-        packed = self._pack(grams)
-        at = np.minimum(np.searchsorted(keys, packed), len(keys) - 1)
-        found = (keys[at] == packed) & ~(grams == UNKNOWN).any(axis=1)
-        return np.where(found, counts[at], 0).astype(np.int64)
-
     def log_prob(self, grams: np.ndarray) -> np.ndarray:
         """log P(last id | the ids before it) for each row of `grams` (M, order), in nats.
 
