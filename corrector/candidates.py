@@ -188,7 +188,7 @@ def propose(
     config: CandidateConfig,
     lm_gains: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     pinned: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-    extra: tuple[np.ndarray, np.ndarray] | None = None,
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Candidates:
     """The candidates of each flagged position n (rows of `log_probs`), most plausible first.
 
@@ -197,8 +197,9 @@ def propose(
     `min_confusion_prob`). `lm_gains(position, target_ids)` gives the n-gram gain of each
     (position, candidate) pair. Then at most `max_candidates` per position are kept, ranked by
     the estimate of `CandidateConfig`, except that the entries `pinned(position, target_ids)`
-    marks are always kept (ranked first). `extra` (positions, vocabulary ids) adds candidates of
-    no relation (the LM's, lm_proposals.py) unless the confusion set holds them too. All on flat
+    marks are always kept (ranked first). `extra` (positions, vocabulary ids, their n-gram gains)
+    adds candidates of no relation (the LM's, lm_proposals.py, which ranked them by those gains)
+    unless the confusion set holds them too. All on flat
     arrays: one entry per (position, candidate).
     """
     allowed, top_ids = view.allowed, view.top_ids  # top_ids: config.top_k + 1 (the source may be one)
@@ -217,19 +218,23 @@ def propose(
     top_ok = (top_ids != sources[:, None]) & np.isfinite(np.take_along_axis(allowed, top_ids, 1))
     top_ok &= np.cumsum(top_ok, axis=1) <= config.top_k
     gen_position, gen_ids = np.nonzero(top_ok)[0], top_ids[top_ok]
-    extra_position, extra_ids = extra if extra is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    extra_position, extra_ids, extra_gains = extra if extra is not None else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
     position = np.concatenate([conf_position[keep], gen_position, extra_position])
     target = np.concatenate([conf_ids[keep], gen_ids, extra_ids])
     relation = np.concatenate([conf_bits[keep], np.zeros(len(gen_position) + len(extra_position), np.int64)])
     pair_count = np.concatenate([conf_pairs[keep], np.zeros(len(gen_position) + len(extra_position), np.float32)])
-    is_extra = np.arange(len(position)) >= len(position) - len(extra_position)
+    n_others = len(position) - len(extra_position)
+    is_extra = np.arange(len(position)) >= n_others
     # One entry per (position, target): np.unique keeps the first, i.e. the confusion-set entry.
     _, first = np.unique(position * vocab + target, return_index=True)
     first = first[target[first] != sources[position[first]]]
     position, target, relation, pair_count = position[first], target[first], relation[first], pair_count[first]
     is_extra = is_extra[first]
     gen_lp = allowed[position, target]
-    lm = lm_gains(position, target) if lm_gains is not None and len(position) else np.zeros(len(position))
+    lm = np.zeros(len(position))
+    lm[is_extra] = extra_gains[first[is_extra] - n_others]  # scored once, by the proposer's ranking
+    if lm_gains is not None and (~is_extra).any():
+        lm[~is_extra] = lm_gains(position[~is_extra], target[~is_extra])
     estimate = config.rank_gen_weight * gen_lp + lm + config.rank_pair_weight * np.log1p(pair_count)
     if pinned is not None and len(position):
         estimate = np.where(pinned(position, target), np.inf, estimate)

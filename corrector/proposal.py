@@ -65,14 +65,14 @@ class Proposer:
             cands = cands.extended(self._word_candidates(sites, view, lm_gains))
         return cands
 
-    def _lm_candidates(self, sites: Sites) -> tuple[np.ndarray, np.ndarray]:
+    def _lm_candidates(self, sites: Sites) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`propose`'s `extra`: at each flagged position the `lm_proposals` characters of the
-        LM's pool with the largest trigram gains (positions, vocabulary ids)."""
+        LM's pool with the largest trigram gains (positions, vocabulary ids, those gains)."""
         pairs = sites.sites
         pools = self.lm_proposals(pairs, self.config.lm_proposal_pool)
         sizes = np.array([len(pool) for pool in pools], dtype=np.int64)
         if not sizes.sum():
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         site_of = np.repeat(np.arange(len(pairs)), sizes)
         ids = np.concatenate(pools)
         gains = self.bundle.ngram.site_gains(pairs, site_of, ids)
@@ -81,7 +81,7 @@ class Proposer:
         kept = order[rank < self.config.lm_proposals]
         vocab_ids = self.lm_to_vocab[ids[kept].astype(np.int64)]
         usable = vocab_ids >= 0
-        return site_of[kept][usable], vocab_ids[usable]
+        return site_of[kept][usable], vocab_ids[usable], gains[kept][usable]
 
     def _idiom_pins(self, sites: Sites):
         """`propose`'s `pinned`: the candidates that complete an idiom the text breaks, or None

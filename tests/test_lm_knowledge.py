@@ -48,11 +48,13 @@ def test_extra_candidates_come_on_top_of_the_cap_and_keep_a_confusion_relation()
     config = CandidateConfig(top_k=1, max_candidates=2)
     plain = propose(view, np.array([0]), chars, confusion, config)
     assert len(plain) == 2
-    extra = (np.array([0, 0]), np.array([2, 5]))  # 2 is confusable too; 5 is the LM's own
+    extra = (np.array([0, 0]), np.array([2, 5]), np.array([0.5, 1.5]))  # 2 is confusable too; 5 is the LM's own
     both = propose(view, np.array([0]), chars, confusion, config, extra=extra)
     assert sorted(both.target_id.tolist()) == sorted(set(plain.target_id.tolist()) | {5})
     relation = dict(zip(both.target_id.tolist(), both.relation.tolist(), strict=True))
     assert relation[5] == 0 and relation[2] == 1
+    # The gain the proposer ranked the extra by is its candidate's (not scored a second time).
+    assert dict(zip(both.target_id.tolist(), both.lm_gain.tolist(), strict=True))[5] == 1.5
 
 
 def _model_with_lm(tiny_model_dir, tmp_path, pairs=()):
