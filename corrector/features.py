@@ -211,10 +211,8 @@ class Featurizer:
             "source_unigram": source_unigram,
             "target_unigram": target_unigram,
             "prior": none,  # the scorer fills it from the others (Scorer.with_prior)
+            **self._glyph_columns(sites, cands, targets),
         }
-        glyphs = (self.glyphs.measures([sites.chars[p] for p in n.tolist()], targets) if self.glyphs is not None
-                  else np.zeros((len(cands), len(GLYPH_FEATURES))))
-        columns.update(zip(GLYPH_FEATURES, glyphs.T, strict=True))
         matrix = np.stack([(columns[name] != 0) if name in BINARY else columns[name] for name in FEATURES], axis=1)
         return matrix.astype(np.float32)
 
@@ -239,6 +237,13 @@ class Featurizer:
             return pair_log_count, pair_log_rate, zeros, zeros
         context = table.context_count_array(sites.sites, cands.position.tolist(), targets)
         return (pair_log_count, pair_log_rate, *pair_features(context[:, 0], context[:, 1]))
+
+    def _glyph_columns(self, sites: Sites, cands: Candidates, targets: list[str]) -> dict[str, np.ndarray]:
+        """The shape_* columns (resources/glyphs.py): 0 without glyph tables."""
+        if self.glyphs is None:
+            return dict.fromkeys(GLYPH_FEATURES, np.zeros(len(cands)))
+        measures = self.glyphs.measures([sites.chars[p] for p in cands.position.tolist()], targets)
+        return dict(zip(GLYPH_FEATURES, measures.T, strict=True))
 
     def _unigram_columns(self, sites: Sites, cands: Candidates) -> tuple[np.ndarray, np.ndarray]:
         """source_unigram and target_unigram per candidate."""
