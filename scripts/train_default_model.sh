@@ -85,8 +85,9 @@ cp "$RUNS/previous/data/model/scorer.json" "$MODEL/scorer.json"  # its flag sett
 [ -f "$MODEL/ngram.safetensors" ] || python -m corrector.pretrain ngram --corpus "$RUNS/broad/corpus" \
   "$RUNS/broad/corpus_domains" --output "$MODEL" --order 3 --min-count 3 --pairs "${TRAIN[@]}" --exclude "$RUNS/broad/dev.tsv"
 python -m corrector.finetune pairs --train "${TRAIN[@]}" --exclude "$RUNS/broad/dev.tsv" --output "$MODEL"
+# The 的/地/得 classifier from the same text (5.2 M particles, 7 min).
 [ -f "$MODEL/particles.safetensors" ] || python -m corrector.pretrain particles --corpus "$RUNS/broad/corpus" \
-  --output "$MODEL" --pairs "${TRAIN[@]}" --exclude "$RUNS/broad/dev.tsv"
+  "$RUNS/broad/corpus_domains" --output "$MODEL" --pairs "${TRAIN[@]}" --exclude "$RUNS/broad/dev.tsv"
 
 # Scorer networks, flag settings and the edit threshold, on the broad dev: the macro F1 of its parts,
 # at most 0.5 % of its clean sentences changed (the release promises <= 1 %).

@@ -13,8 +13,9 @@ Model: a three-way logistic regression over hashed sparse features of the contex
 neighbouring 1-3 characters on each side, and the jieba word and part-of-speech tag that end just
 before and start just after the position (each side segmented on its own, so the features do not
 depend on which particle is written there), and a few conjunctions of those. It is fitted on
-every 的/地/得 of clean text (the pre-training corpus, which edited text spells right), so it needs
-no labelled errors, plus the correct sides of the real training pairs counted `PAIRS_WEIGHT` times:
+every 的/地/得 of clean text (the release's: `corpus` + `corpus_domains`, 5.2 M particles; from
+`corpus` alone, 0.53 M, the broad dev's dde part held out 82.3 against 83.6), so it needs no labelled errors,
+plus the correct sides of the real training pairs counted `PAIRS_WEIGHT` times:
 they follow the convention the corrector is judged by (SIGHAN's gold writes 非常地惊讶 and
 一间一间地关闭, where the corpus's reviews write 的; on the dev split's particles the
 pairs x10 separate the errors better: 37-38 of 67 errors at a gain above 1 for 40-41 of 1,872
