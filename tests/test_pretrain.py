@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertTokenizerFast
 
-from corrector.pretrain.corpus import build_token_cache
+from corrector.pretrain.corpus import build_token_cache, corpus_domain, sample_by_domain
 from corrector.pretrain.modeling import PRESETS, build_pair, electra_configs
 from corrector.pretrain.train import PretrainConfig, ReplacedTokenDetection, corrupt, mask_positions, train
 from corrector.pretrain.vocab import build_vocab, count_characters, write_tokenizer
@@ -190,6 +190,28 @@ def test_corpus_cache_counts_bad_lines_and_is_reused(tmp_path: Path):
     assert any("c.txt:3" in m for m in messages), "the invalid line is named with its number"
     build_token_cache([corpus], tokenizer, tmp_path / "cache", max_length=20, log=messages.append)
     assert "token cache:" in messages[-1]
+
+
+def test_sample_by_domain_caps_each_domain(tmp_path: Path):
+    """What travels to a GPU for pre-training on all the text: every domain, none beyond its cap."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    sentence = "今天天气很好。我们去公园散步！"
+    (folder / "fiction_a.txt").write_text((sentence + "\n") * 30, encoding="utf-8")
+    (folder / "fiction_b.txt").write_text((sentence + "\n") * 30, encoding="utf-8")
+    (folder / "law_code.txt").write_text((sentence + "\n") * 3, encoding="utf-8")
+    tokens = build_vocab(count_characters([sentence]), min_count=1)
+    write_tokenizer(tokens, tmp_path / "tok")
+    tokenizer = CharTokenizer(AutoTokenizer.from_pretrained(str(tmp_path / "tok")))
+    messages: list[str] = []
+    sample = sample_by_domain([folder], tokenizer, tmp_path / "cache", rows_per_domain=5, max_length=20,
+                              log=messages.append)
+    law = build_token_cache([folder / "law_code.txt"], tokenizer, tmp_path / "cache", max_length=20)
+    assert sample.shape == (5 + len(law), 20) and len(law) < 5, "fiction capped at 5 rows, law whole"
+    assert messages == [f"fiction: 5 of {2 * len(law) * 10} sequences", f"law: {len(law)} of {len(law)} sequences"]
+    assert corpus_domain("corpus_domains/games_arknights.txt.xz") == "games" and corpus_domain("reviews.txt") == "reviews"
+    with pytest.raises(ValueError, match="at least 1"):
+        sample_by_domain([folder], tokenizer, tmp_path / "cache", rows_per_domain=0)
 
 
 def test_token_arrays_train_without_the_raw_text(toy_corpus: Path, tmp_path: Path):

@@ -234,3 +234,35 @@ def load_token_arrays(paths: Iterable[str | Path], tokenizer: CharTokenizer, max
         raise ValueError(f"token arrays are empty: {[str(p) for p in paths]}")
     log(f"token arrays: {len(data)} sequences of {max_length} from {len(arrays)} file(s)")
     return data
+
+
+def corpus_domain(path: str | Path) -> str:
+    """A corpus file's domain: its name up to the first '_' (`corpus_domains` names its files
+    <domain>_<source>.txt.xz, the broad corpus copy news_…, tech_…, wiki_…)."""
+    return Path(path).name.split("_", 1)[0].split(".", 1)[0]
+
+
+def sample_by_domain(corpus: list[str | Path], tokenizer: CharTokenizer, cache_dir: str | Path, rows_per_domain: int,
+                     max_length: int = 128, seed: int = 0, log=print) -> np.ndarray:
+    """Token rows of every file of `corpus` (each file's own `build_token_cache`), at most
+    `rows_per_domain` drawn uniformly from each domain (`corpus_domain`), shuffled together.
+
+    Why: continued pre-training on all the text has to travel to a lent GPU in one 64 MiB carry,
+    and 140 M characters of tokens are ~105 MB compressed; novels alone are a third of the text.
+    A cap per domain keeps what the networks read close to what users write, within the carry."""
+    if rows_per_domain < 1:
+        raise ValueError(f"rows_per_domain must be at least 1, got {rows_per_domain}")
+    by_domain: dict[str, list[np.ndarray]] = {}
+    for path in list_corpus_files(corpus):
+        rows = build_token_cache([path], tokenizer, cache_dir, max_length, log=lambda _: None)
+        by_domain.setdefault(corpus_domain(path), []).append(np.asarray(rows))
+    rng = np.random.default_rng(seed)
+    parts = []
+    for domain, arrays in sorted(by_domain.items()):
+        rows = np.concatenate(arrays)
+        if len(rows) > rows_per_domain:
+            rows = rows[np.sort(rng.choice(len(rows), rows_per_domain, replace=False))]
+        log(f"{domain}: {len(rows)} of {sum(len(a) for a in arrays)} sequences")
+        parts.append(rows)
+    sample = np.concatenate(parts)
+    return sample[rng.permutation(len(sample))]
