@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from .cli_io import (
     BOM,
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
     WINDOW_CHARS,
     CliError,
     LineReader,
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
 
     from .result import Result
 
-EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_OK, EXIT_BAD_LINES, EXIT_FATAL = 0, 1, 2
 BLOCK_LINES = 1024  # lines (or windows of long lines) corrected per call: enough for well-filled batches
 BLOCK_CHARS = 1 << 17  # ... or as many as make this many characters: a block's memory stays bounded
 

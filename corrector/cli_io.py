@@ -29,6 +29,11 @@ from typing import BinaryIO, NamedTuple, TextIO, TypeVar
 from .outputs import atomic_output
 from .text.segmentation import CLAUSE_END, CLOSERS, SENTENCE_END
 
+# Exit statuses every command line of the package shares, the shell's 128 + signal: interrupted
+# (Ctrl-C, SIGINT 2) and the reader of the output gone (SIGPIPE 13, `| head`). What 1 and 2 mean
+# is each tool's own (bad lines, findings, failed rows; a fatal error).
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+
 BOM = b"\xef\xbb\xbf"
 READ_BYTES = 1 << 16  # one physical read: at most 64 KiB, however long the line
 WINDOW_CHARS = 1 << 14  # most characters of a line handed to the corrector as one text (~48 KiB of CJK)

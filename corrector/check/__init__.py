@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .. import __version__
+from ..cli_io import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 from .config import ConfigError, Settings, load_settings
 from .documents import Segment, rst_segments, srt_segments, text_segments
 from .encodings import BinaryFile, DecodeProblem, Encoding, detect, numbered, read_text
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ..result import Result
     from .engine import BatchCorrector
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 REQUIRED = {"markdown_it": "markdown-it-py", "mdit_py_plugins": "mdit-py-plugins",
             "charset_normalizer": "charset-normalizer", "docx": "python-docx"}
 

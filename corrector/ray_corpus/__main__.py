@@ -17,6 +17,7 @@ import sys
 import time
 
 from ..__main__ import count, probability
+from ..cli_io import EXIT_INTERRUPTED
 from ..text.script import CHOICES as TRADITIONAL_CHOICES
 
 try:
@@ -27,7 +28,7 @@ try:
 except ModuleNotFoundError as missing:  # pyarrow, which ray[data] brings
     sys.exit(f"error: {missing.name} is not installed: pip install 'electra-csc[ray]' (or 'ray[data]')")
 
-EXIT_OK, EXIT_ROW_ERRORS, EXIT_FATAL, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ROW_ERRORS, EXIT_FATAL = 0, 1, 2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
