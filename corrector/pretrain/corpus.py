@@ -238,7 +238,9 @@ def load_token_arrays(paths: Iterable[str | Path], tokenizer: CharTokenizer, max
 
 def corpus_domain(path: str | Path) -> str:
     """A corpus file's domain: its name up to the first '_' (`corpus_domains` names its files
-    <domain>_<source>.txt.xz, the broad corpus copy news_…, tech_…, wiki_…)."""
+    <domain>_<source>.txt.xz, the broad corpus copy news_…, tech_…, wiki_…). The same prefixes
+    as `finetune.broad.DOMAIN_GROUPS`, which groups only the seven domains the dev has parts for;
+    this covers every file of the corpus too."""
     return Path(path).name.split("_", 1)[0].split(".", 1)[0]
 
 

@@ -69,7 +69,7 @@ PYEOF
 prepare() {  # on the CPU: tokens of all the text in data/model's vocabulary (capped per domain), one synthetic draw, real pairs
   local corpus=(${CORPUS:-runs/broad/corpus runs/broad/corpus_domains})
   mkdir -p "$IN/ft"
-  # 12,000 sequences of 128 a domain (13 domains): 145 k sequences, 18.5 M tokens, ~13 MB compressed, which a later
+  # 12,000 sequences of 128 a domain (13 domains): 153 k sequences, 19.6 M tokens, 13 MB compressed, which a later
   # lease carries beside a 47 MB state (all 140 M characters: ~105 MB; 40,000 a domain: 35 MB).
   [ -f "$IN/tokens.npy.xz" ] || { "$PY" - "$IN" "${ROWS_PER_DOMAIN:-12000}" "${corpus[@]}" <<'PYEOF' && xz -T2 -6 "$IN/tokens.npy"; } || exit 1
 import sys, numpy as np
