@@ -12,7 +12,7 @@ side's bigrams rank. The proposer then scores the few best with the full trigram
 accepted on the LM's word alone.
 
 The successors of a character are one run of the sorted bigram keys; its predecessors need the
-keys sorted by their second character, built once on first use (2.5 M bigrams: ~0.2 s).
+keys sorted by their second character, built once on first use (2.5 M bigrams: ~0.05 s).
 """
 
 from __future__ import annotations
@@ -41,9 +41,13 @@ class LMProposals:
                 bits = np.uint64(self.lm.bits)
                 keys = self.lm.keys[1]
                 mask = np.uint64((1 << self.lm.bits) - 1)
-                swapped = ((keys & mask) << bits) | (keys >> bits)
-                order = np.argsort(swapped, kind="stable")
-                self._reverse = (swapped[order], self.lm.counts[1][order])
+                # The keys are sorted by (first, second), so a stable sort by the second id alone
+                # gives the (second, first) order: a radix sort on 16 bits, ~50 ms for 2.5 M bigrams
+                # against ~110 ms for sorting the swapped 64-bit keys (the same arrays).
+                second = (keys & mask).astype(np.uint16 if self.lm.bits <= 16 else np.uint32)
+                order = np.argsort(second, kind="stable")
+                ordered = keys[order]
+                self._reverse = (((ordered & mask) << bits) | (ordered >> bits), self.lm.counts[1][order])
             return self._reverse
 
     def __call__(self, sites: Sequence[tuple[str, int]], per_site: int) -> list[np.ndarray]:
