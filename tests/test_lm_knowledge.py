@@ -37,7 +37,6 @@ def test_proposals_fit_both_neighbours_and_never_the_written_character(lm):
     assert len(proposals([("甲乙丙", 1)], per_site=4)[0]) == 0
 
 
-
 def test_predecessor_index_is_every_bigram_sorted_by_its_second_character(lm):
     """The reverse index (a stable sort by the second id) holds the bigrams re-packed as
     (second, first), in order, each with its own count."""
@@ -47,6 +46,7 @@ def test_predecessor_index_is_every_bigram_sorted_by_its_second_character(lm):
     order = np.argsort(swapped)
     assert np.array_equal(reverse_keys, swapped[order])
     assert np.array_equal(reverse_counts, lm.counts[1][order])
+
 
 def test_extra_candidates_come_on_top_of_the_cap_and_keep_a_confusion_relation():
     vocab, chars = 6, ["甲"]
