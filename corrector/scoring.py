@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .acceptor import Acceptor
 from .features import FEATURE_INDEX, FEATURES, NETWORK_FEATURES, PRIOR_COLUMN, PRIOR_INPUTS
 from .word_scoring import WordScorer, weakest_member
 
@@ -129,6 +130,9 @@ class Scorer:
     # A word candidate's score as a whole (word_scoring.py: inputs, mean, std, weights, bias);
     # None: its weakest member's.
     word: dict | None = None
+    # A second look at each position's winner (acceptor.py): its probability replaces the
+    # winner's confidence before the thresholds; None: the scorer's confidence decides.
+    acceptor: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.weights) - set(FEATURES)
@@ -145,6 +149,7 @@ class Scorer:
         self._mlp = _Network(self.mlp, "mlp") if self.mlp is not None else None
         self._prior = _Network(self.prior, "prior") if self.prior is not None else None
         self._word = WordScorer(self.word) if self.word is not None else None
+        self._acceptor = Acceptor(self.acceptor) if self.acceptor is not None else None
 
     def idiom_threshold(self, threshold: float) -> float | None:
         """The edit threshold of a winner that completes an idiom, for edit threshold `threshold`."""
@@ -194,6 +199,7 @@ class Scorer:
             mlp=config.get("mlp"),
             prior=config.get("prior"),
             word=config.get("word"),
+            acceptor=config.get("acceptor"),
             generator_flag_lm_weight=float(config.get("generator_flag_lm_weight") or 0.0),
             **{name: None if config.get(name) is None else float(config[name]) for name in OPTIONAL_SETTINGS},
         )
@@ -219,6 +225,8 @@ class Scorer:
             config["prior"] = self.prior
         if self.word is not None:
             config["word"] = self.word
+        if self.acceptor is not None:
+            config["acceptor"] = self.acceptor
         return config
 
     def logits(self, features: np.ndarray) -> np.ndarray:
@@ -235,6 +243,16 @@ class Scorer:
         x = self.with_prior(np.asarray(features, dtype=np.float32))
         confidence = (1.0 / (1.0 + np.exp(-self._logits(x).astype(np.float64)))).astype(np.float32)
         return confidence if group is None else self.word_confidence(group, x, confidence)
+
+    def accepted_confidence(self, features: np.ndarray, confidence: np.ndarray, position: np.ndarray,
+                            row: np.ndarray, group: np.ndarray, best: Sequence[int]) -> np.ndarray:
+        """`confidence` (`confidence()`'s, K candidates) with the winners `best` (`acceptance.winners`)
+        given the acceptor's probability; unchanged without one. `features` (K, FEATURES) as
+        featurized, `position` each candidate's position key, `row` its batch row, `group` its word."""
+        if self._acceptor is None or len(best) == 0:
+            return confidence
+        winner_features = self.with_prior(np.asarray(features, dtype=np.float32)[np.asarray(best, dtype=np.int64)])
+        return self._acceptor.confidence(winner_features, confidence, position, row, group, best)
 
     @classmethod
     def fit(
@@ -278,8 +296,9 @@ class Scorer:
             if base_scorer.prior is None:  # a column of zeros now; it must not read a prior added later
                 names = [name for name in names if name != "prior"]
             mlp = _average([_fit_mlp(x, y, names, hidden, l2 / 100, max_iter, seed + m) for m in range(members)])
-            # Thresholds and flag settings are kept from `base`; only the scoring is new.
-            return replace(base_scorer, weights={}, mlp=mlp).to_config()
+            # Thresholds and flag settings are kept from `base`; only the scoring is new (an acceptor
+            # read the old scores: it is refitted, `finetune/crossfit.py`).
+            return replace(base_scorer, weights={}, mlp=mlp, acceptor=None).to_config()
         # Standardise for a well-conditioned problem, then map the weights back.
         mean, std = x.mean(0), x.std(0)
         std[std < 1e-8] = 1.0
@@ -302,7 +321,7 @@ class Scorer:
         raw = (w.detach() / std)
         raw[FEATURE_INDEX["bias"]] -= float((w.detach() * mean / std).sum())
         weights = {name: round(float(raw[i]), 6) for i, name in enumerate(FEATURES)}
-        return replace(base_scorer, weights=weights, mlp=None).to_config()
+        return replace(base_scorer, weights=weights, mlp=None, acceptor=None).to_config()
 
 
 def fit_prior(features, labels, inputs: Sequence[str] = PRIOR_INPUTS, hidden: int = 16, l2: float = 1e-2,

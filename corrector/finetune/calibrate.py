@@ -40,9 +40,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from .. import word_scoring
 from ..datasets import Example, read_dataset
 from ..evaluation.ceiling import combine, pair_ceilings
 from ..evaluation.runs import run_system
@@ -51,8 +48,9 @@ from ..evaluation.sweep import calibrate as sweep_threshold
 from ..features import FEATURES, WORD_FEATURES
 from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
-from ..scoring import Scorer, feature_matrix
+from ..scoring import Scorer
 from ..splits import HeldOut
+from .crossfit import candidate_confidence, fitted_scorer, fold_scorers, fold_trial
 from .operating import MAX_CLEAN_FPR, MAX_DOMAIN_FPR, Ceilings, OperatingPoint
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
@@ -146,19 +144,16 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     scored in a context where its neighbour is still wrong; a word candidate (homophones.py)
     changes both.
     Approximate: a word's characters are ranked at each position by the word's confidence
-    (`Scorer.word_confidence`), without the pipeline's rule that a word wins all its positions or none."""
+    (`Scorer.word_confidence`, the acceptor's where the pipeline's rule that a word wins all its
+    positions or none makes it a winner)."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
-    confidence = []
-    if examined:
-        features = feature_matrix([c.features for c in examined])
-        words: dict[tuple[int, str], int] = {}
-        group = np.array([words.setdefault((c.text_index, c.word), len(words)) if c.word else -1 for c in examined])
-        confidence = scorer.confidence(features, group).tolist()
-    best: dict[tuple[int, int], tuple[float, str]] = {}
-    for cand, conf in zip(examined, confidence, strict=True):
+    ranking, confidence = candidate_confidence(scorer, examined) if examined else ([], [])
+    best: dict[tuple[int, int], tuple[float, str]] = {}  # position -> (the winner's confidence, its character)
+    leading: dict[tuple[int, int], float] = {}
+    for cand, rank, conf in zip(examined, ranking, confidence, strict=True):
         key = (cand.text_index, cand.position)
-        if key not in best or conf > best[key][0]:
-            best[key] = (conf, cand.target)
+        if key not in leading or rank > leading[key]:
+            leading[key], best[key] = rank, (float(conf), cand.target)
     proposed = {(c.text_index, c.position, c.target) for c in examined}
     counts = dict.fromkeys(("errors", "corrected", "below_threshold", "outranked", "no_candidate", "false_alarms",
                             "adjacent_errors", "adjacent_corrected"), 0)
@@ -348,7 +343,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         f"{len(candidates)} candidates, {sum(labels)} gold corrections among them")
     fit_options, config = _fit(bundle.scorer_config.get("prior"), candidates, labels,
                                dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
-                                    members=members if hidden else 1), log)
+                                    members=members if hidden else 1), log, pair_of)
     flags = {**particle_flags(bundle), **pair_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)}
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
@@ -362,7 +357,12 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     ceilings = None if membership is None else Ceilings(None if clean is None else frozenset(clean), max_clean_fpr,
                                                        max_domain_fpr)
-    results = [_swept_setting(make_trial(config, *setting), setting, datasets, batch_size, log, ceilings)
+    # The threshold is swept out of fold: each dev sentence read by a scorer fitted without it (crossfit.py).
+    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None
+    results = [_swept_setting(fold_trial(make_trial(config, *setting),
+                                         None if folds is None else [make_trial(c, *setting) for c in folds],
+                                         sources, range(len(sources)), pair_of, 0),
+                              setting, datasets, batch_size, log, ceilings)
                for setting in grids.settings(detection_grid)]
     f1, detection_threshold, margin, weight, rate, point, curve, operating, part_curves = _fastest_near_best(results)
     setting = (detection_threshold, margin, weight, rate)
@@ -462,13 +462,14 @@ def _chosen_breakdown(make_trial: Callable[[], Corrector], candidates, sources: 
     return error_breakdown(candidates, sources, targets, Scorer.from_config(config), detection_threshold)
 
 
-def _fit(prior: dict | None, candidates, labels: list[int], options: dict, log) -> tuple[dict, dict]:
+def _fit(prior: dict | None, candidates, labels: list[int], options: dict, log,
+         pair_of: Sequence[int] | None = None) -> tuple[dict, dict]:
     """(the fit options, the scorer config fitted with them): `options` and the model's prior
     network (`python -m corrector.finetune prior`), which is kept and whose output the fit reads."""
     if prior:
         log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
     fit_options = {**options, "base": {"prior": prior} if prior else None}
-    return fit_options, _fitted_scorer(candidates, labels, fit_options, prior, log)
+    return fit_options, _fitted_scorer(candidates, labels, fit_options, prior, log, pair_of)
 
 
 def _logged_held_out(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
@@ -481,28 +482,14 @@ def _logged_held_out(make_trial, examples, candidates, labels, fit_options: dict
     return held_out_f1
 
 
-def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log) -> dict:
+def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log,
+                   pair_of: Sequence[int] | None = None) -> dict:
     """The scorer config fitted on the labelled candidates; the hand-set weights (with the prior
     network) when there is nothing to learn from (a weak model or a tiny dev set)."""
     if any(labels) and not all(labels):
-        return with_word_scorer(Scorer.fit([c.features for c in candidates], labels, **fit_options), candidates, labels)
+        return fitted_scorer(candidates, labels, fit_options, pair_of, level=0)
     log("dev candidates are all gold or all wrong: keeping the default scorer weights")
     return Scorer(prior=prior).to_config()
-
-
-def with_word_scorer(config: dict, candidates, labels: Sequence[int]) -> dict:
-    """A fitted scorer config with its word scorer (word_scoring.py) fitted on the same candidates'
-    words, read through the config's own scores; without one where they hold no word, or their
-    words are all right or all wrong (a word is then as sure as its weakest member)."""
-    config = {key: value for key, value in config.items() if key != "word"}
-    words = [(c.text_index, c.word) if c.word else None for c in candidates]
-    if any(key is not None for key in words):
-        scorer = Scorer.from_config(config)
-        features = scorer.with_prior(feature_matrix([c.features for c in candidates]))
-        fitted = word_scoring.fit(features, scorer.confidence(features), labels, words)
-        if fitted is not None:
-            config["word"] = fitted
-    return config
 
 
 def _swept_setting(trial: Corrector, setting: tuple, datasets: Mapping[str, Sequence[Example]], batch_size: int, log,
@@ -609,7 +596,7 @@ def held_out_estimate(make_trial, examples, candidates, labels, fit_options: dic
     pair_of = range(len(examples)) if pair_of is None else pair_of
     alternate = [pair % 2 for pair in pair_of]
     scores = [fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, alternate, fit_half,
-                            objective=objective) for fit_half in (0, 1)]
+                            objective=objective, pair_of=pair_of) for fit_half in (0, 1)]
     if any(score is None for score in scores):
         return None
     return sum(score.one_pass if objective is None else score.macro["one_pass"] for score in scores) / len(scores)
@@ -660,7 +647,8 @@ def _part_point(examples, outputs, indices: Sequence[int], objective: Objective,
 def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
                   half_of: Sequence[int], fit_half: int, split: int = 0, two_passes: bool = False,
                   subsets: Mapping[str, Sequence[bool]] | None = None,
-                  objective: Objective | None = None, ceiling: bool = False) -> HalfScore | None:
+                  objective: Objective | None = None, ceiling: bool = False,
+                  pair_of: Sequence[int] | None = None) -> HalfScore | None:
     """Fit the scorer on the candidates of the sentences with `half_of[i] == fit_half`, sweep the
     edit threshold on them (one pass, as `corrector.evaluation.sweep.calibrate` does: one pipeline run over
     dev at threshold 0, filtered), and score the other sentences at that threshold — one pass,
@@ -674,11 +662,15 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     fit_labels = [labels[k] for k in picked]
     if not any(fit_labels) or all(fit_labels):
         return None
-    fitted = Scorer.fit([candidates[k].features for k in picked], fit_labels, **fit_options)
-    trial = make_trial(with_word_scorer(fitted, [candidates[k] for k in picked], fit_labels))
-    results, _ = run_system(single_pass(trial), [e.source for e in examples], batch_size=batch_size, threshold=0.0)
-    idioms = idiom_factor_of(trial)
+    fitted = [candidates[k] for k in picked]
+    trial = make_trial(fitted_scorer(fitted, fit_labels, fit_options, pair_of, level=1))
     fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
+    sources = [e.source for e in examples]
+    # The fit half read out of fold (crossfit.py), the other half by the scorer fitted on the whole fit half.
+    folds = fold_scorers(fitted, fit_labels, fit_options, pair_of, level=1)
+    swept = fold_trial(trial, None if folds is None else [make_trial(c) for c in folds], sources, fit_idx, pair_of, 1)
+    results, _ = run_system(single_pass(swept), sources, batch_size=batch_size, threshold=0.0)
+    idioms = idiom_factor_of(trial)
     test_idx = [i for i in range(len(examples)) if half_of[i] != fit_half]
     if objective is None:
         tuned = best_point(sweep([examples[i] for i in fit_idx], [results[i] for i in fit_idx], EDIT_THRESHOLDS,
@@ -807,7 +799,7 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
         for fit_half in (0, 1):
             score = fit_and_score(make_trial, examples, candidates, labels, fit_options, batch_size, half_of,
                                   fit_half, split=split, two_passes=True, subsets=subsets, objective=objective,
-                                  ceiling=True)
+                                  ceiling=True, pair_of=pair_of)
             if score is None:
                 raise ValueError(f"split {split}: half {fit_half}'s candidates are all gold or all wrong")
             log(f"split {split} fit half {fit_half}: edit threshold {score.threshold:.2f}, "
