@@ -95,7 +95,7 @@ def test_calibration_fits_the_acceptor_out_of_fold_and_only_on_a_dev_large_enoug
     pytest.importorskip("lightgbm", reason="lightgbm (the train extra) fits the trees")
     from corrector.finetune.calibrate import candidate_confidence, fitted_scorer
 
-    options = dict(hidden=0, inputs=None)
+    options = dict(hidden=0, inputs=None, acceptor=True)
     candidates, labels = dev_candidates(2400)
     config = fitted_scorer(candidates, labels, options)
     assert config["acceptor"]["inputs"][-len(CONTEXT_INPUTS):] == list(CONTEXT_INPUTS)
@@ -106,6 +106,7 @@ def test_calibration_fits_the_acceptor_out_of_fold_and_only_on_a_dev_large_enoug
     assert np.mean(confidence[0::2]) > 0.6 > np.mean(confidence[1::2])  # errors' winners above the others'
     small, small_labels = dev_candidates(200)
     assert "acceptor" not in fitted_scorer(small, small_labels, options)  # 200 winners: too few for trees
+    assert "acceptor" not in fitted_scorer(candidates, labels, {**options, "acceptor": False})  # not asked for
 
 
 class Recording:

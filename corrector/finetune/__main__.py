@@ -184,6 +184,9 @@ def _add_calibrate_command(commands) -> None:
                           "than this in the n-gram LM, whatever the other flag rules say (default: 8; off: none)")
     cal.add_argument("--correct-sides", action=argparse.BooleanOptionalAction, default=True,
                      help=CORRECT_SIDES_HELP)
+    cal.add_argument("--acceptor", action="store_true",
+                     help="also fit an acceptor over each position's winner (acceptor.py; LightGBM) and sweep every "
+                          "edit threshold out of fold (finetune/crossfit.py); `heldout` then does the same")
     _add_broad_options(cal, BROAD_HELP)
 
 
@@ -285,7 +288,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               word_flag_gain=args.word_flag_gain,
               correct_sides=args.correct_sides, parts=read_parts(args.broad) if args.broad else None,
               max_clean_fpr=args.max_clean_fpr, clean=read_clean_parts(args.broad) if args.broad else None,
-              max_domain_fpr=args.max_domain_fpr, **grids)
+              max_domain_fpr=args.max_domain_fpr, acceptor=args.acceptor, **grids)
     return 0
 
 

@@ -304,7 +304,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
               context_rate_grid: Sequence[float | None] = CONTEXT_RATE_GRID, seed: int = 0,
               members: int = DEFAULT_MEMBERS, correct_sides: bool = True,
               parts: Mapping[str, Sequence[str | Path]] | None = None, max_clean_fpr: float = MAX_CLEAN_FPR,
-              clean: Collection[str] | None = None, max_domain_fpr: float = MAX_DOMAIN_FPR, log=print) -> dict:
+              clean: Collection[str] | None = None, max_domain_fpr: float = MAX_DOMAIN_FPR, acceptor: bool = False,
+              log=print) -> dict:
     """`generator_input` overrides how the generator is fed ("masked"/"source"; default: the
     model's); the mode the weights were fitted with is recorded in scorer.json.
     `correct_sides` adds the correct side of every dev pair as an error-free sentence
@@ -318,7 +319,10 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     setting and the edit threshold are chosen by the error parts' macro F1 with at most
     `max_clean_fpr` of the clean parts' sentences changed, pooled, and at most `max_domain_fpr`
     of each clean part's (`operating.choose`; `clean`: the clean parts' names, e.g.
-    `operating.read_clean_parts`, default "clean" and clean_<domain>), not by pooled dev F1."""
+    `operating.read_clean_parts`, default "clean" and clean_<domain>), not by pooled dev F1.
+    `acceptor` also fits an acceptor (acceptor.py, `crossfit.with_acceptor`) and sweeps every edit
+    threshold out of fold (`crossfit.fold_trial`): not the release's recipe (docs/history.md,
+    "A second look")."""
     if members < 1:
         raise ValueError(f"--members must be at least 1, got {members}")
     bundle = load_model(str(model_dir))
@@ -343,7 +347,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
         f"{len(candidates)} candidates, {sum(labels)} gold corrections among them")
     fit_options, config = _fit(bundle.scorer_config.get("prior"), candidates, labels,
                                dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
-                                    members=members if hidden else 1), log, pair_of)
+                                    members=members if hidden else 1, acceptor=acceptor), log, pair_of)
     flags = {**particle_flags(bundle), **pair_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)}
 
     def make_trial(scorer_config: dict, detection_threshold: float, margin: float | None, weight: float,
@@ -358,7 +362,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     ceilings = None if membership is None else Ceilings(None if clean is None else frozenset(clean), max_clean_fpr,
                                                        max_domain_fpr)
     # The threshold is swept out of fold: each dev sentence read by a scorer fitted without it (crossfit.py).
-    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None
+    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None  # with an acceptor
     results = [_swept_setting(fold_trial(make_trial(config, *setting),
                                          None if folds is None else [make_trial(c, *setting) for c in folds],
                                          sources, range(len(sources)), pair_of, 0),
@@ -780,8 +784,9 @@ def held_out_splits(model_dir: str | Path, dev: str | Path, splits: Sequence[int
     labels = candidate_labels(candidates, sources, [e.target for e in examples])
     inputs = (config.get("mlp") or {}).get("inputs") or [n for n in DEFAULT_INPUTS if n not in WORD_FEATURES]
     # `base`: the fit keeps the model's prior network, thresholds and flag settings, and refits the scorer networks.
+    # A model with an acceptor has it refitted, and its thresholds swept out of fold (crossfit.py).
     fit_options = dict(l2=1e-2, hidden=scorer_hidden(config, members), inputs=list(inputs), seed=seed,
-                       members=members, base=config)
+                       members=members, base=config, acceptor="acceptor" in config)
     log(f"dev: {len(examples)} sentences ({n_pairs} pairs + {len(examples) - n_pairs} correct sides), "
         f"{len(candidates)} candidates, {sum(labels)} gold")
 

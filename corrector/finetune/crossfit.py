@@ -58,12 +58,19 @@ def candidate_confidence(scorer: Scorer, candidates) -> tuple[np.ndarray, np.nda
     return confidence, scorer.accepted_confidence(features, confidence, position, row, group, best)
 
 
+def network_options(fit_options: Mapping) -> dict:
+    """`fit_options` as `Scorer.fit` takes them: without "acceptor" (whether to fit one)."""
+    return {key: value for key, value in fit_options.items() if key != "acceptor"}
+
+
 def fitted_scorer(candidates, labels: Sequence[int], fit_options: dict, pair_of: Sequence[int] | None = None,
                   level: int = 1) -> dict:
     """The scorer networks (`Scorer.fit`) fitted on the labelled candidates, with their word
-    scorer (`with_word_scorer`) and acceptor (`with_acceptor`, its folds at `level`)."""
-    fitted = with_word_scorer(Scorer.fit([c.features for c in candidates], labels, **fit_options), candidates, labels)
-    return with_acceptor(fitted, candidates, labels, fit_options, pair_of, level)
+    scorer (`with_word_scorer`) and, where `fit_options["acceptor"]`, an acceptor (`with_acceptor`,
+    its folds at `level`)."""
+    fitted = with_word_scorer(Scorer.fit([c.features for c in candidates], labels, **network_options(fit_options)),
+                              candidates, labels)
+    return with_acceptor(fitted, candidates, labels, fit_options, pair_of, level) if fit_options.get("acceptor") else fitted
 
 
 def with_acceptor(config: dict, candidates, labels: Sequence[int], fit_options: dict,
@@ -85,7 +92,7 @@ def with_acceptor(config: dict, candidates, labels: Sequence[int], fit_options: 
         fit_on, scored = np.flatnonzero(fold != held), np.flatnonzero(fold == held)
         if len(scored) == 0 or not gold[fit_on].any() or gold[fit_on].all():
             return config
-        fitted = with_word_scorer(Scorer.fit(features[fit_on], gold[fit_on], **fit_options),
+        fitted = with_word_scorer(Scorer.fit(features[fit_on], gold[fit_on], **network_options(fit_options)),
                                   [candidates[k] for k in fit_on], gold[fit_on].tolist())
         confidence[scored] = Scorer.from_config(fitted).confidence(features[scored], group[scored])
     best = winners(position, group, confidence.astype(np.float64))
@@ -141,8 +148,11 @@ class Routed:
 def fold_scorers(candidates, labels: Sequence[int], fit_options: dict, pair_of: Sequence[int] | None,
                  level: int) -> list[dict] | None:
     """Two scorer configs (`fitted_scorer`, their acceptors' folds one level down), the one at
-    index f fitted on the candidates outside fold f at `level`; None where a fold has nothing to
-    learn from."""
+    index f fitted on the candidates outside fold f at `level`; None without an acceptor to fit
+    (`fit_options["acceptor"]`: the sweep in sample, as the shipped release was calibrated) or
+    where a fold has nothing to learn from."""
+    if not fit_options.get("acceptor"):
+        return None
     fold = [fold_of(pair_of, c.text_index, level) for c in candidates]
     configs = []
     for held in (0, 1):
