@@ -361,8 +361,9 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     ceilings = None if membership is None else Ceilings(None if clean is None else frozenset(clean), max_clean_fpr,
                                                        max_domain_fpr)
-    # The threshold is swept out of fold: each dev sentence read by a scorer fitted without it (crossfit.py).
-    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None  # with an acceptor
+    # With an acceptor the threshold is swept out of fold, each dev sentence read by a scorer fitted
+    # without it (crossfit.py); without one in sample, as the release was calibrated.
+    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None
     results = [_swept_setting(fold_trial(make_trial(config, *setting),
                                          None if folds is None else [make_trial(c, *setting) for c in folds],
                                          sources, range(len(sources)), pair_of, 0),
