@@ -93,11 +93,11 @@ def dev_candidates(n_sentences: int, seed: int = 0) -> tuple[list[ScoredCandidat
 
 def test_calibration_fits_the_acceptor_out_of_fold_and_only_on_a_dev_large_enough():
     pytest.importorskip("lightgbm", reason="lightgbm (the train extra) fits the trees")
-    from corrector.finetune.calibrate import candidate_confidence, fitted_scorer
+    from corrector.finetune.crossfit import candidate_confidence, sweep_scorers
 
     options = dict(hidden=0, inputs=None, acceptor=True)
     candidates, labels = dev_candidates(2400)
-    config = fitted_scorer(candidates, labels, options)
+    config, folds = sweep_scorers(candidates, labels, options, None, 1)
     assert config["acceptor"]["inputs"][-len(CONTEXT_INPUTS):] == list(CONTEXT_INPUTS)
     scorer = Scorer.from_config(config)
     fresh, _ = dev_candidates(400, seed=1)
@@ -105,8 +105,10 @@ def test_calibration_fits_the_acceptor_out_of_fold_and_only_on_a_dev_large_enoug
     confidence = confidence[np.arange(0, len(fresh), 2) + ranking.reshape(-1, 2).argmax(axis=1)]  # the winners'
     assert np.mean(confidence[0::2]) > 0.6 > np.mean(confidence[1::2])  # errors' winners above the others'
     small, small_labels = dev_candidates(200)
-    assert "acceptor" not in fitted_scorer(small, small_labels, options)  # 200 winners: too few for trees
-    assert "acceptor" not in fitted_scorer(candidates, labels, {**options, "acceptor": False})  # not asked for
+    assert "acceptor" not in sweep_scorers(small, small_labels, options, None, 1)[0]  # 200 winners: too few for trees
+    unasked, no_folds = sweep_scorers(candidates, labels, {**options, "acceptor": False}, None, 1)
+    assert "acceptor" not in unasked and no_folds is None  # not asked for: no acceptor, the sweep in sample
+    assert len(folds) == 2 and all("acceptor" in c for c in folds)  # the sweep's fold scorers, each with its own
 
 
 class Recording:

@@ -50,7 +50,7 @@ from ..pipeline import Corrector, CorrectorConfig
 from ..runtime.models import SCORER_FILE, load_model, write_scorer_config
 from ..scoring import Scorer
 from ..splits import HeldOut
-from .crossfit import candidate_confidence, fitted_scorer, fold_scorers, fold_trial
+from .crossfit import candidate_confidence, fold_trial, sweep_scorers
 from .operating import MAX_CLEAN_FPR, MAX_DOMAIN_FPR, Ceilings, OperatingPoint
 
 # 0 examines every character: with an n-gram LM in the scorer, a weak discriminator is better
@@ -345,7 +345,7 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
     log(f"generator input: {grids.generator_input}")
     log(f"dev: {len(examples)} sentences ({n_pairs} pairs + {len(examples) - n_pairs} correct sides), "
         f"{len(candidates)} candidates, {sum(labels)} gold corrections among them")
-    fit_options, config = _fit(bundle.scorer_config.get("prior"), candidates, labels,
+    fit_options, config, folds = _fit(bundle.scorer_config.get("prior"), candidates, labels,
                                dict(l2=l2, hidden=hidden, inputs=list(inputs) if hidden else None, seed=seed,
                                     members=members if hidden else 1, acceptor=acceptor), log, pair_of)
     flags = {**particle_flags(bundle), **pair_flags(bundle), **word_flags(bundle, word_candidates, word_flag_gain)}
@@ -361,9 +361,8 @@ def calibrate(model_dir: str | Path, dev: str | Path, batch_size: int = 32, dete
 
     ceilings = None if membership is None else Ceilings(None if clean is None else frozenset(clean), max_clean_fpr,
                                                        max_domain_fpr)
-    # With an acceptor the threshold is swept out of fold, each dev sentence read by a scorer fitted
-    # without it (crossfit.py); without one in sample, as the release was calibrated.
-    folds = fold_scorers(candidates, labels, fit_options, pair_of, level=0) if any(labels) else None
+    # With an acceptor the threshold is swept out of fold (`folds`), each dev sentence read by a scorer
+    # fitted without it (crossfit.py); without one in sample, as the release was calibrated.
     results = [_swept_setting(fold_trial(make_trial(config, *setting),
                                          None if folds is None else [make_trial(c, *setting) for c in folds],
                                          sources, range(len(sources)), pair_of, 0),
@@ -468,13 +467,14 @@ def _chosen_breakdown(make_trial: Callable[[], Corrector], candidates, sources: 
 
 
 def _fit(prior: dict | None, candidates, labels: list[int], options: dict, log,
-         pair_of: Sequence[int] | None = None) -> tuple[dict, dict]:
-    """(the fit options, the scorer config fitted with them): `options` and the model's prior
-    network (`python -m corrector.finetune prior`), which is kept and whose output the fit reads."""
+         pair_of: Sequence[int] | None = None) -> tuple[dict, dict, list[dict] | None]:
+    """(the fit options, the scorer config fitted with them, the two the threshold is swept with out
+    of fold or None: `crossfit.sweep_scorers`): `options` and the model's prior network (`python -m
+    corrector.finetune prior`), which is kept and whose output the fit reads."""
     if prior:
         log(f"prior network: {len(prior['b1'])} units over {len(prior['inputs'])} features, kept")
     fit_options = {**options, "base": {"prior": prior} if prior else None}
-    return fit_options, _fitted_scorer(candidates, labels, fit_options, prior, log, pair_of)
+    return fit_options, *_fitted_scorer(candidates, labels, fit_options, prior, log, pair_of)
 
 
 def _logged_held_out(make_trial, examples, candidates, labels, fit_options: dict, batch_size: int,
@@ -488,13 +488,14 @@ def _logged_held_out(make_trial, examples, candidates, labels, fit_options: dict
 
 
 def _fitted_scorer(candidates, labels: list[int], fit_options: dict, prior: dict | None, log,
-                   pair_of: Sequence[int] | None = None) -> dict:
-    """The scorer config fitted on the labelled candidates; the hand-set weights (with the prior
-    network) when there is nothing to learn from (a weak model or a tiny dev set)."""
+                   pair_of: Sequence[int] | None = None) -> tuple[dict, list[dict] | None]:
+    """The scorer config fitted on the labelled candidates and its fold scorers (`sweep_scorers`);
+    the hand-set weights (with the prior network) when there is nothing to learn from (a weak
+    model or a tiny dev set)."""
     if any(labels) and not all(labels):
-        return fitted_scorer(candidates, labels, fit_options, pair_of, level=0)
+        return sweep_scorers(candidates, labels, fit_options, pair_of, level=0)
     log("dev candidates are all gold or all wrong: keeping the default scorer weights")
-    return Scorer(prior=prior).to_config()
+    return Scorer(prior=prior).to_config(), None
 
 
 def _swept_setting(trial: Corrector, setting: tuple, datasets: Mapping[str, Sequence[Example]], batch_size: int, log,
@@ -667,12 +668,12 @@ def fit_and_score(make_trial, examples, candidates, labels, fit_options: dict, b
     fit_labels = [labels[k] for k in picked]
     if not any(fit_labels) or all(fit_labels):
         return None
-    fitted = [candidates[k] for k in picked]
-    trial = make_trial(fitted_scorer(fitted, fit_labels, fit_options, pair_of, level=1))
+    fitted, folds = sweep_scorers([candidates[k] for k in picked], fit_labels, fit_options, pair_of, level=1)
+    trial = make_trial(fitted)
     fit_idx = [i for i in range(len(examples)) if half_of[i] == fit_half]
     sources = [e.source for e in examples]
-    # The fit half read out of fold (crossfit.py), the other half by the scorer fitted on the whole fit half.
-    folds = fold_scorers(fitted, fit_labels, fit_options, pair_of, level=1)
+    # With an acceptor the fit half is read out of fold (crossfit.py), the other half by the scorer
+    # fitted on the whole fit half.
     swept = fold_trial(trial, None if folds is None else [make_trial(c) for c in folds], sources, fit_idx, pair_of, 1)
     results, _ = run_system(single_pass(swept), sources, batch_size=batch_size, threshold=0.0)
     idioms = idiom_factor_of(trial)

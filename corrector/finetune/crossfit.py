@@ -1,9 +1,9 @@
 """Fitting the scorer for calibration, and reading the dev out of fold.
 
-`fitted_scorer` fits what a scorer.json holds on the dev's labelled candidates: the networks
+`sweep_scorers` fits what a scorer.json holds on the dev's labelled candidates: the networks
 (`Scorer.fit`), the word scorer (`with_word_scorer`) and the acceptor (`with_acceptor`), whose
 inputs are the confidences of scorers fitted on the other fold. `fold_trial` makes the corrector
-the edit threshold is swept with from `fold_scorers`: each dev sentence read by a scorer fitted
+the edit threshold is swept with from `sweep_scorers`: each dev sentence read by a scorer fitted
 without its fold.
 
 Why out of fold: the threshold must be chosen on confidences like those of new text. A scorer
@@ -63,38 +63,64 @@ def network_options(fit_options: Mapping) -> dict:
     return {key: value for key, value in fit_options.items() if key != "acceptor"}
 
 
-def fitted_scorer(candidates, labels: Sequence[int], fit_options: dict, pair_of: Sequence[int] | None = None,
-                  level: int = 1) -> dict:
-    """The scorer networks (`Scorer.fit`) fitted on the labelled candidates, with their word
-    scorer (`with_word_scorer`) and, where `fit_options["acceptor"]`, an acceptor (`with_acceptor`,
-    its folds at `level`)."""
-    fitted = with_word_scorer(Scorer.fit([c.features for c in candidates], labels, **network_options(fit_options)),
-                              candidates, labels)
-    return with_acceptor(fitted, candidates, labels, fit_options, pair_of, level) if fit_options.get("acceptor") else fitted
+def sweep_scorers(candidates, labels: Sequence[int], fit_options: dict, pair_of: Sequence[int] | None,
+                  level: int) -> tuple[dict, list[dict] | None]:
+    """(the scorer config fitted on the labelled candidates, the two the edit threshold is swept
+    with or None). The first: the networks (`Scorer.fit`), their word scorer (`with_word_scorer`)
+    and, where `fit_options["acceptor"]`, an acceptor (`with_acceptor`, read through the networks
+    fitted outside each fold at `level`). The two: those same fold networks, each with its own
+    acceptor (folds one level down); None without an acceptor (the sweep in sample, as the shipped
+    release was calibrated) or where a fold has nothing to learn from."""
+    networks = _networks(candidates, labels, fit_options)
+    folds = _fold_networks(candidates, labels, fit_options, pair_of, level) if fit_options.get("acceptor") else None
+    if folds is None:
+        return networks, None
+    swept = []
+    for held, fold_networks in enumerate(folds):
+        picked = [k for k, c in enumerate(candidates) if fold_of(pair_of, c.text_index, level) != held]
+        inside, inside_labels = [candidates[k] for k in picked], [labels[k] for k in picked]
+        inner = _fold_networks(inside, inside_labels, fit_options, pair_of, level + 1)
+        swept.append(fold_networks if inner is None else
+                     with_acceptor(fold_networks, inside, inside_labels, inner, pair_of, level + 1, fit_options))
+    return with_acceptor(networks, candidates, labels, folds, pair_of, level, fit_options), swept
 
 
-def with_acceptor(config: dict, candidates, labels: Sequence[int], fit_options: dict,
-                  pair_of: Sequence[int] | None = None, level: int = 1) -> dict:
+def _networks(candidates, labels: Sequence[int], fit_options: Mapping) -> dict:
+    """The scorer networks and word scorer fitted on the labelled candidates."""
+    return with_word_scorer(Scorer.fit([c.features for c in candidates], labels, **network_options(fit_options)),
+                            candidates, labels)
+
+
+def _fold_networks(candidates, labels: Sequence[int], fit_options: Mapping, pair_of: Sequence[int] | None,
+                   level: int) -> list[dict] | None:
+    """`_networks` fitted on the candidates outside fold 0 and outside fold 1 at `level`; None
+    where a fold is empty or the rest has nothing to learn from."""
+    fold = [fold_of(pair_of, c.text_index, level) for c in candidates]
+    configs = []
+    for held in (0, 1):
+        picked = [k for k, f in enumerate(fold) if f != held]
+        fit_labels = [labels[k] for k in picked]
+        if len(picked) == len(fold) or not any(fit_labels) or all(fit_labels):
+            return None
+        configs.append(_networks([candidates[k] for k in picked], fit_labels, fit_options))
+    return configs
+
+
+def with_acceptor(config: dict, candidates, labels: Sequence[int], folds: Sequence[Mapping],
+                  pair_of: Sequence[int] | None, level: int, fit_options: Mapping) -> dict:
     """`config` with an acceptor (acceptor.py) fitted on the candidates' position winners as
-    scorers fitted out of fold rank and score them (the sentences in two folds at `level`, each
-    read by the networks and word scorer fitted on the other), so the acceptor learns from the
-    confidences new text gets. Without one where a fold has nothing to learn from or too few
+    `folds[f]` (`_fold_networks` at `level`) ranks and scores the sentences of fold f, so the
+    acceptor learns from the confidences new text gets. Without one where there are too few
     winners (`acceptor.fit`)."""
     config = {key: value for key, value in config.items() if key != "acceptor"}
-    if not candidates:
-        return config
     fold = np.array([fold_of(pair_of, c.text_index, level) for c in candidates])
     features = feature_matrix([c.features for c in candidates])
     gold = np.asarray(labels, dtype=np.int64)
     position, row, group = candidate_keys(candidates)
     confidence = np.zeros(len(candidates), dtype=np.float32)
-    for held in (0, 1):
-        fit_on, scored = np.flatnonzero(fold != held), np.flatnonzero(fold == held)
-        if len(scored) == 0 or not gold[fit_on].any() or gold[fit_on].all():
-            return config
-        fitted = with_word_scorer(Scorer.fit(features[fit_on], gold[fit_on], **network_options(fit_options)),
-                                  [candidates[k] for k in fit_on], gold[fit_on].tolist())
-        confidence[scored] = Scorer.from_config(fitted).confidence(features[scored], group[scored])
+    for held, fold_config in enumerate(folds):
+        scored = np.flatnonzero(fold == held)
+        confidence[scored] = Scorer.from_config(fold_config).confidence(features[scored], group[scored])
     best = winners(position, group, confidence.astype(np.float64))
     names = (config.get("mlp") or {}).get("inputs") or [name for name in FEATURES if name != "bias"]
     inputs = acceptance_inputs(Scorer.from_config(config).with_prior(features[best]), confidence, position, row,
@@ -145,29 +171,10 @@ class Routed:
         return results  # type: ignore[return-value]
 
 
-def fold_scorers(candidates, labels: Sequence[int], fit_options: dict, pair_of: Sequence[int] | None,
-                 level: int) -> list[dict] | None:
-    """Two scorer configs (`fitted_scorer`, their acceptors' folds one level down), the one at
-    index f fitted on the candidates outside fold f at `level`; None without an acceptor to fit
-    (`fit_options["acceptor"]`: the sweep in sample, as the shipped release was calibrated) or
-    where a fold has nothing to learn from."""
-    if not fit_options.get("acceptor"):
-        return None
-    fold = [fold_of(pair_of, c.text_index, level) for c in candidates]
-    configs = []
-    for held in (0, 1):
-        picked = [k for k, f in enumerate(fold) if f != held]
-        fit_labels = [labels[k] for k in picked]
-        if not any(fit_labels) or all(fit_labels):
-            return None
-        configs.append(fitted_scorer([candidates[k] for k in picked], fit_labels, fit_options, pair_of, level + 1))
-    return configs
-
-
 def fold_trial(default: Corrector, trials: Sequence[Corrector] | None, sources: Sequence[str], indices: Iterable[int],
                pair_of: Sequence[int] | None, level: int) -> Routed | Corrector:
     """The corrector to sweep the edit threshold with: each sentence of `indices` (into `sources`)
-    read by `trials[its fold at level]` (correctors of `fold_scorers`' configs), any other text by
+    read by `trials[its fold at level]` (correctors of `sweep_scorers`' configs), any other text by
     `default`; `default` itself without `trials`."""
     if trials is None:
         return default
