@@ -264,8 +264,9 @@ class Corrector:
         features = self.featurizer(sites, cands, targets, in_noun)
         confidence = self.scorer.confidence(features, cands.group)
         best = winners(cands.position, cands.group, confidence.astype(np.float64))
-        confidence = self.scorer.accepted_confidence(features, confidence, cands.position,
-                                                     sites.rows_t[cands.position], cands.group, best)
+        if self.scorer.acceptor is not None:  # the release has none: no row lookup on its hot path
+            confidence = self.scorer.accepted_confidence(features, confidence, cands.position,
+                                                         sites.rows_t[cands.position], cands.group, best)
         return ScoredBatch(sites, cands, targets, features, confidence, best)
 
     def _recorrect(self, texts: Sequence[str], results: list[Result], batch_size: int | None,

@@ -148,12 +148,12 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
     positions or none makes it a winner)."""
     examined = [c for c in candidates if c.features["detect_prob"] > detection_threshold]
     ranking, confidence = candidate_confidence(scorer, examined) if examined else ([], [])
-    best: dict[tuple[int, int], tuple[float, str]] = {}  # position -> (the winner's confidence, its character)
-    leading: dict[tuple[int, int], float] = {}
+    # position -> (the winner's ranking score, its confidence, its character)
+    best: dict[tuple[int, int], tuple[float, float, str]] = {}
     for cand, rank, conf in zip(examined, ranking, confidence, strict=True):
         key = (cand.text_index, cand.position)
-        if key not in leading or rank > leading[key]:
-            leading[key], best[key] = rank, (float(conf), cand.target)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, float(conf), cand.target)
     proposed = {(c.text_index, c.position, c.target) for c in examined}
     counts = dict.fromkeys(("errors", "corrected", "below_threshold", "outranked", "no_candidate", "false_alarms",
                             "adjacent_errors", "adjacent_corrected"), 0)
@@ -162,15 +162,15 @@ def error_breakdown(candidates, sources: Sequence[str], targets: Sequence[str], 
         for i, gold in enumerate(target):
             top = best.get((t, i))
             if i not in wrong:
-                counts["false_alarms"] += top is not None and top[0] >= scorer.threshold
+                counts["false_alarms"] += top is not None and top[1] >= scorer.threshold
                 continue
             counts["errors"] += 1
             if (t, i, gold) not in proposed:
                 stage = "no_candidate"
-            elif top[1] != gold:
+            elif top[2] != gold:
                 stage = "outranked"
             else:
-                stage = "corrected" if top[0] >= scorer.threshold else "below_threshold"
+                stage = "corrected" if top[1] >= scorer.threshold else "below_threshold"
             counts[stage] += 1
             if i - 1 in wrong or i + 1 in wrong:
                 counts["adjacent_errors"] += 1
