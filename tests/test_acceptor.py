@@ -68,6 +68,38 @@ def test_the_acceptor_replaces_the_winners_confidence_and_a_word_is_accepted_who
                                         [0, 1]) is confidence
 
 
+def test_a_residual_acceptor_adds_its_trees_to_the_scorers_logit():
+    # The same tree as above, fitted as a correction to the winner's logit.
+    trees = {"feature": [0], "threshold": [1.0], "left": [~0], "right": [~1], "value": [-0.5, 1.0], "roots": [0]}
+    scorer = Scorer.from_config({"acceptor": {"inputs": ["lm_gain", *CONTEXT_INPUTS], "trees": trees, "residual": True}})
+    features = np.zeros((2, len(FEATURES)), dtype=np.float32)
+    features[:, FEATURE_INDEX["lm_gain"]] = [5.0, 0.0]
+    confidence = np.array([0.7, 0.2], dtype=np.float32)
+    out = scorer.accepted_confidence(features, confidence, np.array([0, 1]), np.zeros(2, dtype=np.int64),
+                                     np.full(2, -1), [0, 1])
+    expected = [1 / (1 + np.exp(-(logit(0.7) + 1.0))), 1 / (1 + np.exp(-(logit(0.2) - 0.5)))]
+    assert out.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_residual_fit_starts_from_the_scorers_logit():
+    pytest.importorskip("lightgbm", reason="lightgbm (the train extra) fits the trees")
+    rng = np.random.default_rng(0)
+    n = 4000
+    x = np.zeros((n, 1 + len(CONTEXT_INPUTS)))
+    x[:, 0] = rng.normal(size=n)  # evidence the scorer missed
+    x[:, 1] = rng.normal(scale=2.0, size=n)  # the scorer's logit, already well calibrated
+    y = (rng.random(n) < 1 / (1 + np.exp(-(x[:, 1] + x[:, 0])))).astype(float)
+    config = acceptor.fit(x, y, ["lm_gain"], residual=True)
+    assert config["residual"] is True
+    trees = TreeEnsemble(config["trees"])
+    # The trees learn only what the logit lacks: the first input's effect, not the logit's.
+    low, high = x.copy(), x.copy()
+    low[:, 0], high[:, 0] = -1.0, 1.0
+    assert (trees.raw(high) - trees.raw(low)).mean() > 1.0
+    shifted = x.copy()
+    shifted[:, 1] += 2.0
+    assert abs((trees.raw(shifted) - trees.raw(x)).mean()) < 0.3
+
 def test_acceptor_inputs_must_end_in_the_context_inputs():
     trees = {"feature": [], "threshold": [], "left": [], "right": [], "value": [0.0], "roots": [~0]}
     with pytest.raises(ValueError, match="acceptor inputs"):
