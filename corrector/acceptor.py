@@ -38,6 +38,7 @@ from .features import FEATURE_INDEX
 # What the acceptor reads beside the winner's named scorer inputs, from the scores at its
 # position and in its batch row (`acceptance_inputs`).
 CONTEXT_INPUTS = ("logit", "runner_up", "margin", "candidates", "best_elsewhere")
+LOGIT = CONTEXT_INPUTS.index("logit")  # the logit's column among them
 # Logits are read from float32 confidences: past ~16 they saturate, so both ends are clipped there.
 LOGIT_CLIP = 16.0
 # LightGBM settings (see the module docstring for the measured trade-off).
@@ -159,7 +160,7 @@ class Acceptor:
             raise ValueError(f"acceptor inputs: unknown features {sorted(unknown)} or not ending in {CONTEXT_INPUTS}")
         self.trees = TreeEnsemble(config["trees"])
         self.residual = bool(config.get("residual", False))
-        self.logit_column = len(self.names) + CONTEXT_INPUTS.index("logit")
+        self.logit_column = len(self.names) + LOGIT
 
     def confidence(self, winner_features: np.ndarray, confidence: np.ndarray, position: np.ndarray, row: np.ndarray,
                    group: np.ndarray, best: Sequence[int]) -> np.ndarray:
@@ -183,13 +184,12 @@ class Acceptor:
         return out
 
 
-def fit(inputs: np.ndarray, labels: np.ndarray, names: Sequence[str], seed: int = 0,
-        residual: bool = True) -> dict | None:
+def fit(inputs: np.ndarray, labels: np.ndarray, names: Sequence[str], seed: int = 0) -> dict | None:
     """An acceptor config fitted on winners' `acceptance_inputs` (their scorer confidences out of
     fold) and labels (1: the winner is the gold correction); None when there are fewer than
-    MIN_WINNERS winners or MIN_RIGHT right ones (or all are right). `residual`: the trees start from
-    the winners' logits and learn a correction (False: from nothing; broad dev held out 61.2
-    against 62.2). Needs LightGBM (the train extra)."""
+    MIN_WINNERS winners or MIN_RIGHT right ones (or all are right). The trees start from the winners'
+    logits and learn a correction ("residual"; trees from nothing: broad dev held out 61.2 against
+    62.2). Needs LightGBM (the train extra)."""
     import lightgbm
 
     labels = np.asarray(labels, dtype=np.float64)
@@ -197,8 +197,8 @@ def fit(inputs: np.ndarray, labels: np.ndarray, names: Sequence[str], seed: int 
     if len(labels) < MIN_WINNERS or right < MIN_RIGHT or right == len(labels):
         return None
     inputs = np.asarray(inputs, dtype=np.float64)
-    init = np.ascontiguousarray(inputs[:, len(names) + CONTEXT_INPUTS.index("logit")]) if residual else None
+    init = np.ascontiguousarray(inputs[:, len(names) + LOGIT])
     booster = lightgbm.train({**TREE_PARAMS, "seed": seed}, lightgbm.Dataset(inputs, labels, init_score=init),
                              num_boost_round=ROUNDS)
     return {"inputs": [*names, *CONTEXT_INPUTS], "trees": TreeEnsemble.from_lightgbm(booster.dump_model()).to_config(),
-            "residual": residual}
+            "residual": True}

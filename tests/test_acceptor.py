@@ -89,7 +89,7 @@ def test_a_residual_fit_starts_from_the_scorers_logit():
     x[:, 0] = rng.normal(size=n)  # evidence the scorer missed
     x[:, 1] = rng.normal(scale=2.0, size=n)  # the scorer's logit, already well calibrated
     y = (rng.random(n) < 1 / (1 + np.exp(-(x[:, 1] + x[:, 0])))).astype(float)
-    config = acceptor.fit(x, y, ["lm_gain"], residual=True)
+    config = acceptor.fit(x, y, ["lm_gain"])
     assert config["residual"] is True
     trees = TreeEnsemble(config["trees"])
     # The trees learn only what the logit lacks: the first input's effect, not the logit's.
@@ -99,6 +99,7 @@ def test_a_residual_fit_starts_from_the_scorers_logit():
     shifted = x.copy()
     shifted[:, 1] += 2.0
     assert abs((trees.raw(shifted) - trees.raw(x)).mean()) < 0.3
+
 
 def test_acceptor_inputs_must_end_in_the_context_inputs():
     trees = {"feature": [], "threshold": [], "left": [], "right": [], "value": [0.0], "roots": [~0]}
