@@ -232,6 +232,33 @@ def test_domain_parts_come_from_corpus_domains_and_are_held_out_of_its_copy(tmp_
     assert dropped >= len(drawn) // 2 and kept + dropped == 30 * 9  # two dev sentences may share a line
 
 
+def test_a_clean_part_is_topped_up_for_the_sentences_read_to_hold_an_error(tmp_path: Path, monkeypatch, confusion):
+    """A domain's clean sentence left out for holding a real error is replaced by one the synth part
+    did not read: the part keeps DOMAIN_CLEAN sentences (3 false alarms stay 1 %), the synth part
+    and the other domains are as they were, and the sentence left out is still held out."""
+    from corrector.finetune import broad
+
+    small_quotas(monkeypatch)
+    shared = fake_shared(tmp_path / "shared")
+
+    def build() -> broad.BroadDev:
+        return broad.build(shared, ErrorSynthesizer(confusion, config=SynthConfig(error_counts=(0, 0, 1), seed=1)))
+
+    before = build()
+    typos = [before.parts["clean_games"][k][0] for k in (0, 3)]
+    monkeypatch.setattr(broad, "CLEAN_WITH_ERRORS", frozenset(map(broad.sentence_digest, typos)))
+    after = build()
+    games = [s for s, _ in after.parts["clean_games"]]
+    assert len(games) == broad.DOMAIN_CLEAN and not set(typos) & set(games)
+    assert games[:4] == [s for s, _ in before.parts["clean_games"] if s not in typos]
+    new = set(games) - {s for s, _ in before.parts["clean_games"]}
+    assert len(new) == 2 and not new & {t for pairs in before.parts.values() for _, t in pairs}
+    assert set(typos) | new <= after.held_sentences
+    assert after.parts["synth_games"] == before.parts["synth_games"]
+    assert {p: v for p, v in after.parts.items() if p != "clean_games"} == \
+        {p: v for p, v in before.parts.items() if p != "clean_games"}
+
+
 def test_first_ranked_is_a_seeded_sample_of_distinct_sentences_in_any_order():
     from corrector.finetune.broad import first_ranked
 
