@@ -264,7 +264,7 @@ class Corrector:
         features = self.featurizer(sites, cands, targets, in_noun)
         confidence = self.scorer.confidence(features, cands.group)
         best = winners(cands.position, cands.group, confidence.astype(np.float64))
-        if self.scorer.acceptor is not None:  # the release has none: no row lookup on its hot path
+        if self.scorer.acceptor is not None:  # a scorer without one skips the row lookup
             confidence = self.scorer.accepted_confidence(features, confidence, cands.position,
                                                          sites.rows_t[cands.position], cands.group, best)
         return ScoredBatch(sites, cands, targets, features, confidence, best)
