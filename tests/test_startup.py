@@ -97,7 +97,7 @@ def test_a_corrector_from_the_shipped_directory_imports_neither_transformers_nor
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["少先队员应该为老人让坐", "False", "False"]
+    assert out.stdout.split() == ["少先队员应该为老人让座", "False", "False"]
 
 
 WITHOUT_TORCH = """
@@ -125,7 +125,7 @@ def test_the_cli_corrects_without_torch_installed_and_says_what_needs_it():
 
     done = cli("少先队员因该为老人让坐")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[0] == "少先队员应该为老人让坐"
+    assert done.stdout.splitlines()[0] == "少先队员应该为老人让座"
     for option in ("--runtime=torch", "--no-quantize"):
         refused = cli(option, "少先队员因该为老人让坐")
         assert refused.returncode == 2 and "needs torch, which is not installed" in refused.stderr, refused.stderr[-2000:]
