@@ -21,6 +21,7 @@ docs/evaluate.md works through an example of each.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -76,11 +77,21 @@ class PRF:
         }
 
 
+NOTHING_CHANGED: frozenset[int] = frozenset()
+
+
 def changed_positions(source: str, text: str) -> frozenset[int]:
     """0-based positions where `text` differs from `source` (same length required)."""
     if len(source) != len(text):
         raise ValueError(f"length mismatch: {len(source)} vs {len(text)} characters")
+    if source == text:  # most sentences at most thresholds of a sweep: a C comparison, no loop
+        return NOTHING_CHANGED
     return frozenset(i for i, (a, b) in enumerate(zip(source, text, strict=True)) if a != b)
+
+
+# A sweep judges each pair once per threshold: its gold positions are computed once (strings
+# cache their hashes, so a lookup costs less than the scan).
+_gold_positions = functools.lru_cache(maxsize=1 << 16)(changed_positions)
 
 
 def drop_de_edits(source: str, prediction: str) -> str:
@@ -136,7 +147,7 @@ def judge(source: str, target: str, prediction: str) -> Judgement:
         raise ValueError(
             f"judge needs equal lengths: source {len(source)}, target {len(target)}, prediction {len(prediction)}"
         )
-    gold = changed_positions(source, target)
+    gold = _gold_positions(source, target)
     predicted = changed_positions(source, prediction)
     right_chars = frozenset(i for i in predicted & gold if prediction[i] == target[i])
     wrong_chars = bool((predicted & gold) - right_chars)
