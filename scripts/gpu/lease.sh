@@ -15,12 +15,13 @@
 #   bash scripts/gpu/lease.sh                  on the device (or DEVICE=cpu TINY=1: a dry run of every stage)
 #   bash scripts/gpu/lease.sh unpack FILES_AT  on the CPU: the state into $STATE for the next trip, the pair
 #                                              into runs/lease/finetuned, logs into runs/lease/logs
-# Inputs ($IN, default .gpu/lease-in, git-ignored): tokens.npy.xz (runs/broad/corpus and corpus_domains, the
+# Inputs ($IN, default .gpu/lease-in, git-ignored): tokens.npy.xz ($BROAD/corpus and corpus_domains, the
 # broad dev left out, in data/model's vocabulary, at most ROWS_PER_DOMAIN sequences a domain), ft/synth*.tsv.xz
 # (`finetune synth` on the same text), ft/train.tar.xz (real pairs).
-# Env: DEVICE (cuda) TINY (0) IN RUN (/tmp/lease-run) STATE (.gpu/lease/state.tar.xz) INIT (data/model)
+# Env: BROAD (runs/broad, for prepare) DEVICE (cuda) TINY (0) IN RUN (/tmp/lease-run) STATE (.gpu/lease/state.tar.xz) INIT (data/model)
 #      BUDGET_S (480) PT_SHARE (0.6) PT_STEPS (6000) FT_STEPS (9500) BATCH (256) FT_BATCH (256) PT_LR (2e-4)
 #      FT_LR (3e-4) REAL_TIMES (3) CKPT_S (120) COMPILE (1 on cuda) BENCH (1) EXTRA_PT EXTRA_FT STAGES
+#      SYNTH_FLAGS (more `finetune synth` flags for prepare's draw)
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -67,7 +68,8 @@ PYEOF
 }
 
 prepare() {  # on the CPU: tokens of all the text in data/model's vocabulary (capped per domain), one synthetic draw, real pairs
-  local corpus=(${CORPUS:-runs/broad/corpus runs/broad/corpus_domains})
+  local broad=${BROAD:-runs/broad}  # the broad dev the release is calibrated on: its text stays out
+  local corpus=(${CORPUS:-$broad/corpus $broad/corpus_domains})
   mkdir -p "$IN/ft"
   # 12,000 sequences of 128 a domain (13 domains): 153 k sequences, 19.6 M tokens, 13 MB compressed, which a later
   # lease carries beside a 47 MB state (all 140 M characters: ~105 MB; 40,000 a domain: 35 MB).
@@ -79,11 +81,11 @@ from corrector.text.tokenization import CharTokenizer
 tokenizer = CharTokenizer(AutoTokenizer.from_pretrained("data/model"))
 np.save(sys.argv[1] + "/tokens.npy", sample_by_domain(sys.argv[3:], tokenizer, "runs/lease-cache", int(sys.argv[2]), 128))
 PYEOF
-  local train=(runs/broad/train/*.tsv)
-  [ -f "$IN/ft/train.tar.xz" ] || tar cJf "$IN/ft/train.tar.xz" -C runs/broad/train .
+  local train=("$broad"/train/*.tsv)
+  [ -f "$IN/ft/train.tar.xz" ] || tar cJf "$IN/ft/train.tar.xz" -C "$broad/train" .
   [ -f "$IN/ft/synth.tsv.xz" ] || { "$PY" -m corrector.finetune synth --corpus "${corpus[@]}" --output /tmp/lease-synth.tsv \
     --size "${FT_SIZE:-400000}" --seed "${SYNTH_SEED:-1}" --vocab data/model --error-model "${train[@]}" --fuzzy-pinyin \
-    --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude runs/broad/dev.tsv \
+    --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude "$broad/dev.tsv" ${SYNTH_FLAGS:-} \
     && xz -T2 -c /tmp/lease-synth.tsv > "$IN/ft/synth.tsv.xz"; } || exit 1
   du -sh "$IN"/* "$IN"/ft/*
 }
