@@ -34,17 +34,16 @@ mkdir -p "$RUNS"
 [ -f "$RUNS/broad/parts.json" ] || python -m corrector.finetune broad --output "$RUNS/broad"
 TRAIN=("$RUNS"/broad/train/*.tsv)
 
-# Synthetic pairs whose errors look like the real pairs': their substitutions and errors per sentence,
-# whole words typed with the same or a near pinyin, 的/地/得, similar shapes; 40 % error-free.
-# Three draws (seeds 1-3): the first for the fine-tune, each later one for a continuation of it.
-# --all-readings: the release's networks were trained on draws whose same-pinyin errors also went
-# through readings no phrase uses (有 wèi, 是 tí); the corrector and the broad dev no longer do.
+# Synthetic pairs whose errors look like the real pairs' (their shape: scripts/synth_draw.sh, shared with
+# the GPU lease). Three draws (seeds 1-3): the first for the fine-tune, each later one for a continuation
+# of it. --all-readings there: the release's networks were trained on draws whose same-pinyin errors also
+# went through readings no phrase uses (有 wèi, 是 tí); the corrector and the broad dev no longer do.
+source "$(dirname "$0")/synth_draw.sh"
 for seed in 1 2 3; do
   synth="$RUNS/broad/synth$([ $seed = 1 ] || echo $seed).tsv"
   [ -f "$synth" ] || python -m corrector.finetune synth --corpus "$RUNS/broad/corpus" \
     --output "$synth" --size 400000 --seed $seed --vocab "$RUNS/vocab" --error-model "${TRAIN[@]}" \
-    --fuzzy-pinyin --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude "$RUNS/broad/dev.tsv" \
-    --all-readings
+    --exclude "$RUNS/broad/dev.tsv" "${SYNTH_DRAW_FLAGS[@]}"
 done
 
 # The previous release, from git: its scorer's prior network is kept (refitted over the 37 K broad

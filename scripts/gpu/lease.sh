@@ -21,7 +21,7 @@
 # Env: BROAD (runs/broad, for prepare) DEVICE (cuda) TINY (0) IN RUN (/tmp/lease-run) STATE (.gpu/lease/state.tar.xz) INIT (data/model)
 #      BUDGET_S (480) PT_SHARE (0.6) PT_STEPS (6000) FT_STEPS (9500) BATCH (256) FT_BATCH (256) PT_LR (2e-4)
 #      FT_LR (3e-4) REAL_TIMES (3) CKPT_S (120) COMPILE (1 on cuda) BENCH (1) EXTRA_PT EXTRA_FT STAGES
-#      SYNTH_FLAGS (--all-readings: `finetune synth` flags of prepare's draw)
+#      SYNTH_FLAGS (more `finetune synth` flags for prepare's draw; the shape: scripts/synth_draw.sh)
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -83,11 +83,10 @@ np.save(sys.argv[1] + "/tokens.npy", sample_by_domain(sys.argv[3:], tokenizer, "
 PYEOF
   local train=("$broad"/train/*.tsv)
   [ -f "$IN/ft/train.tar.xz" ] || tar cJf "$IN/ft/train.tar.xz" -C "$broad/train" .
-  # --all-readings, as the release pair's own draws: continued on the CPU on an all-text draw without
-  # it, calibrate's held-out F1 fell 0.5771 -> 0.5640; on a corpus draw with it, 0.5771 (docs/history.md).
+  source "$(dirname "$0")/../synth_draw.sh"  # the recipe's kind of draw, from all the text
   [ -f "$IN/ft/synth.tsv.xz" ] || { "$PY" -m corrector.finetune synth --corpus "${corpus[@]}" --output /tmp/lease-synth.tsv \
-    --size "${FT_SIZE:-400000}" --seed "${SYNTH_SEED:-1}" --vocab data/model --error-model "${train[@]}" --fuzzy-pinyin \
-    --error-free 0.4 --kind-weights 0.2 0.05 0.1 0.05 0.3 0.25 0.05 --exclude "$broad/dev.tsv" ${SYNTH_FLAGS---all-readings} \
+    --size "${FT_SIZE:-400000}" --seed "${SYNTH_SEED:-1}" --vocab data/model --error-model "${train[@]}" \
+    --exclude "$broad/dev.tsv" "${SYNTH_DRAW_FLAGS[@]}" ${SYNTH_FLAGS:-} \
     && xz -T2 -c /tmp/lease-synth.tsv > "$IN/ft/synth.tsv.xz"; } || exit 1
   du -sh "$IN"/* "$IN"/ft/*
 }
