@@ -22,6 +22,8 @@
 #      BUDGET_S (480) PT_SHARE (0.6) PT_STEPS (6000) FT_STEPS (9500) BATCH (256) FT_BATCH (256) PT_LR (2e-4)
 #      FT_LR (3e-4) REAL_TIMES (3) CKPT_S (120) COMPILE (1 on cuda) BENCH (1) EXTRA_PT EXTRA_FT STAGES
 #      SYNTH_FLAGS (more `finetune synth` flags for prepare's draw; the shape: scripts/synth_draw.sh)
+#      SYNTH_CORPUS (the text prepare draws from; default the tokens' text. On the CPU, 1,500 x 64 continuations
+#      held out 0.5689 from all the text, 0.5771 from $BROAD/corpus alone: docs/history.md)
 set -uo pipefail
 DATA=${DATA:-.gpu}
 source "$(dirname "$0")/common.sh"
@@ -84,7 +86,8 @@ PYEOF
   local train=("$broad"/train/*.tsv)
   [ -f "$IN/ft/train.tar.xz" ] || tar cJf "$IN/ft/train.tar.xz" -C "$broad/train" .
   source "$(dirname "$0")/../synth_draw.sh"  # the recipe's kind of draw, from all the text
-  [ -f "$IN/ft/synth.tsv.xz" ] || { "$PY" -m corrector.finetune synth --corpus "${corpus[@]}" --output /tmp/lease-synth.tsv \
+  local synth_corpus=(${SYNTH_CORPUS:-${corpus[@]}})
+  [ -f "$IN/ft/synth.tsv.xz" ] || { "$PY" -m corrector.finetune synth --corpus "${synth_corpus[@]}" --output /tmp/lease-synth.tsv \
     --size "${FT_SIZE:-400000}" --seed "${SYNTH_SEED:-1}" --vocab data/model --error-model "${train[@]}" \
     --exclude "$broad/dev.tsv" "${SYNTH_DRAW_FLAGS[@]}" ${SYNTH_FLAGS:-} \
     && xz -T2 -c /tmp/lease-synth.tsv > "$IN/ft/synth.tsv.xz"; } || exit 1
