@@ -36,8 +36,7 @@ TRAIN=("$RUNS"/broad/train/*.tsv)
 
 # Synthetic pairs whose errors look like the real pairs' (their shape: scripts/synth_draw.sh, shared with
 # the GPU lease). Three draws (seeds 1-3): the first for the fine-tune, each later one for a continuation
-# of it. --all-readings there: the release's networks were trained on draws whose same-pinyin errors also
-# went through readings no phrase uses (有 wèi, 是 tí); the corrector and the broad dev no longer do.
+# of it.
 source "$(dirname "$0")/synth_draw.sh"
 for seed in 1 2 3; do
   synth="$RUNS/broad/synth$([ $seed = 1 ] || echo $seed).tsv"

@@ -85,7 +85,7 @@ np.save(sys.argv[1] + "/tokens.npy", sample_by_domain(sys.argv[3:], tokenizer, "
 PYEOF
   local train=("$broad"/train/*.tsv)
   [ -f "$IN/ft/train.tar.xz" ] || tar cJf "$IN/ft/train.tar.xz" -C "$broad/train" .
-  source "$(dirname "$0")/../synth_draw.sh"  # the recipe's kind of draw, from all the text
+  source "$(dirname "$0")/../synth_draw.sh"  # the recipe's kind of draw, from the tokens' text unless SYNTH_CORPUS
   local synth_corpus=(${SYNTH_CORPUS:-${corpus[@]}})
   [ -f "$IN/ft/synth.tsv.xz" ] || { "$PY" -m corrector.finetune synth --corpus "${synth_corpus[@]}" --output /tmp/lease-synth.tsv \
     --size "${FT_SIZE:-400000}" --seed "${SYNTH_SEED:-1}" --vocab data/model --error-model "${train[@]}" \
